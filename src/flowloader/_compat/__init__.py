@@ -1,0 +1,1 @@
+"""Bridges to optional frameworks; the only place that names them."""

@@ -1,0 +1,64 @@
+"""What every DataLoader iterator shares: the index stream, the base seed, the yield count."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from .. import _seed
+from .._plan import LoadPlan
+
+
+class BaseIterator:
+    """One pass over a DataLoader's data, as the plan describes it."""
+
+    def __init__(self, plan: LoadPlan, length_hint: int | None) -> None:
+        self._plan = plan
+        # Drawn even without workers so that the sampler's draws (which may share the
+        # generator) are the same whatever num_workers is.
+        self._base_seed = _seed.draw_seed(plan.generator)
+        self._sampler_iter = iter(plan.index_sampler)
+        self._num_yielded = 0
+        self._length_hint = length_hint
+        if plan.pin_memory:
+            warnings.warn(
+                "pin_memory=True has no effect: batches are NumPy arrays, and page-locked "
+                "memory needs torch tensors on a machine with an accelerator.",
+                stacklevel=3,
+            )
+
+    def __iter__(self) -> BaseIterator:
+        return self
+
+    def __len__(self) -> int:
+        return len(self._plan.index_sampler)
+
+    def __next__(self) -> Any:
+        data = self._next_data()
+        self._num_yielded += 1
+        self._warn_if_past_reported_length()
+        return data
+
+    def _next_data(self) -> Any:
+        raise NotImplementedError
+
+    def _next_index(self) -> Any:
+        return next(self._sampler_iter)
+
+    def _warn_if_past_reported_length(self) -> None:
+        reported = self._length_hint
+        if self._plan.iterable and reported is not None and self._num_yielded > reported:
+            hint = (
+                " With workers, each worker must read its own shard (see get_worker_info())."
+                if self._plan.num_workers > 0
+                else ""
+            )
+            warnings.warn(
+                f"Length of IterableDataset {self._plan.dataset!r} was reported to be "
+                f"{reported} (when accessing len(dataloader)), but {self._num_yielded} "
+                f"samples have been fetched.{hint}",
+                stacklevel=3,
+            )
+
+    def __getstate__(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} cannot be pickled")

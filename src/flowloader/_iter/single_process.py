@@ -1,0 +1,29 @@
+"""Loading in the calling process: sampler -> fetch -> collate, one batch per ``next``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._fetch import make_fetcher
+from .._plan import LoadPlan
+from .base import BaseIterator
+
+
+class SingleProcessIterator(BaseIterator):
+    """The num_workers=0 iterator."""
+
+    def __init__(self, plan: LoadPlan, length_hint: int | None) -> None:
+        if plan.timeout != 0:
+            # PyTorch refuses this combination at iter() with the same exception type.
+            raise AssertionError(
+                f"timeout={plan.timeout} only applies to worker processes; "
+                "use timeout=0 with num_workers=0"
+            )
+        super().__init__(plan, length_hint)
+        self._fetcher = make_fetcher(
+            plan.dataset, plan.iterable, plan.auto_collation, plan.collate_fn, plan.drop_last
+        )
+
+    def _next_data(self) -> Any:
+        index = self._next_index()
+        return self._fetcher.fetch(index)

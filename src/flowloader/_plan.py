@@ -1,0 +1,219 @@
+"""Resolve DataLoader's PyTorch-style arguments into a frozen plan, raising every argument error.
+
+Pure: nothing here starts a process or touches the data. The checks run in PyTorch's order and
+raise PyTorch's exception types, so code that handles their errors keeps working.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.context
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _seed
+from .collate import default_collate, default_convert
+from .dataset import IterableDataset
+from .sampler import BatchSampler, RandomSampler, SequentialSampler, _InfiniteConstantSampler
+
+DEFAULT_PREFETCH_FACTOR = 2
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """Everything a DataLoader iterator needs, validated."""
+
+    dataset: Any
+    iterable: bool
+    batch_size: int | None
+    drop_last: bool
+    sampler: Any
+    batch_sampler: Any
+    collate_fn: Callable[[Any], Any]
+    generator: Any
+    num_workers: int
+    prefetch_factor: int | None
+    persistent_workers: bool
+    timeout: float
+    worker_init_fn: Callable[[int], None] | None
+    multiprocessing_context: multiprocessing.context.BaseContext | None
+    pin_memory: bool
+    pin_memory_device: str
+    in_order: bool
+
+    @property
+    def auto_collation(self) -> bool:
+        return self.batch_sampler is not None
+
+    @property
+    def index_sampler(self) -> Any:
+        """What the iterator draws from: batches of indices, or single indices."""
+        return self.batch_sampler if self.auto_collation else self.sampler
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def resolve_context(context: Any, num_workers: int) -> multiprocessing.context.BaseContext | None:
+    """Validate ``multiprocessing_context``: a start-method name or a context object."""
+    if context is None:
+        return None
+    if num_workers == 0:
+        raise ValueError(
+            "multiprocessing_context only applies to multi-process loading (num_workers > 0), "
+            f"but got num_workers={num_workers}"
+        )
+    if isinstance(context, str):
+        methods = multiprocessing.get_all_start_methods()
+        if context not in methods:
+            raise ValueError(
+                f"multiprocessing_context should be a start method in {methods!r}, but got "
+                f"multiprocessing_context={context!r}"
+            )
+        return multiprocessing.get_context(context)
+    if not isinstance(context, multiprocessing.context.BaseContext):
+        raise TypeError(
+            "multiprocessing_context should be a multiprocessing context or a start-method "
+            f"name, but got multiprocessing_context={context!r}"
+        )
+    return context
+
+
+def _check_workers(
+    num_workers: Any, timeout: Any, prefetch_factor: Any, persistent_workers: bool
+) -> int | None:
+    """Validate the worker arguments; return the effective prefetch_factor."""
+    if not _is_int(num_workers):
+        raise TypeError(f"num_workers should be an int, but got num_workers={num_workers!r}")
+    if num_workers < 0:
+        raise ValueError(
+            "num_workers should be non-negative; use num_workers=0 to load in the main process, "
+            f"but got num_workers={num_workers}"
+        )
+    if timeout < 0:
+        raise ValueError(f"timeout should be non-negative, but got timeout={timeout}")
+    if num_workers == 0 and prefetch_factor is not None:
+        raise ValueError(
+            "prefetch_factor only applies to multi-process loading: set num_workers > 0, or "
+            f"leave prefetch_factor=None (got prefetch_factor={prefetch_factor})"
+        )
+    if num_workers > 0 and prefetch_factor is None:
+        prefetch_factor = DEFAULT_PREFETCH_FACTOR
+    elif prefetch_factor is not None and (not _is_int(prefetch_factor) or prefetch_factor < 1):
+        # PyTorch accepts 0 and then yields an empty epoch; refusing it avoids silent data loss.
+        raise ValueError(
+            "prefetch_factor should be a positive integer, but got "
+            f"prefetch_factor={prefetch_factor!r}"
+        )
+    if persistent_workers and num_workers == 0:
+        raise ValueError("persistent_workers=True needs num_workers > 0")
+    return prefetch_factor
+
+
+def _check_iterable_options(shuffle: Any, sampler: Any, batch_sampler: Any) -> None:
+    if shuffle not in {False, None}:
+        raise ValueError(
+            "DataLoader with IterableDataset: expected unspecified shuffle option, but got "
+            f"shuffle={shuffle!r} (an IterableDataset orders its own samples)"
+        )
+    if sampler is not None:
+        raise ValueError(
+            "DataLoader with IterableDataset: expected unspecified sampler option, but got "
+            f"sampler={sampler!r}"
+        )
+    if batch_sampler is not None:
+        raise ValueError(
+            "DataLoader with IterableDataset: expected unspecified batch_sampler option, but "
+            f"got batch_sampler={batch_sampler!r}"
+        )
+
+
+def resolve(
+    dataset: Any,
+    batch_size: int | None = 1,
+    shuffle: bool | None = None,
+    sampler: Any = None,
+    batch_sampler: Any = None,
+    num_workers: int = 0,
+    collate_fn: Callable[[Any], Any] | None = None,
+    pin_memory: bool = False,
+    drop_last: bool = False,
+    timeout: float = 0,
+    worker_init_fn: Callable[[int], None] | None = None,
+    multiprocessing_context: Any = None,
+    generator: Any = None,
+    *,
+    prefetch_factor: int | None = None,
+    persistent_workers: bool = False,
+    pin_memory_device: str = "",
+    in_order: bool = True,
+) -> LoadPlan:
+    """Validate DataLoader's arguments (PyTorch's rules and order) and build the plan."""
+    prefetch_factor = _check_workers(num_workers, timeout, prefetch_factor, persistent_workers)
+    context = resolve_context(multiprocessing_context, num_workers)
+    generator = _seed.resolve_generator(generator)
+
+    iterable = isinstance(dataset, IterableDataset)
+    if iterable:
+        _check_iterable_options(shuffle, sampler, batch_sampler)
+    else:
+        shuffle = bool(shuffle)
+
+    if sampler is not None and shuffle:
+        raise ValueError("sampler option is mutually exclusive with shuffle")
+    if batch_sampler is not None:
+        if batch_size != 1 or shuffle or sampler is not None or drop_last:
+            raise ValueError(
+                "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, "
+                "and drop_last"
+            )
+        batch_size, drop_last = None, False
+    elif batch_size is None and drop_last:
+        raise ValueError(
+            "batch_size=None disables auto-batching and is mutually exclusive with drop_last"
+        )
+
+    if sampler is None:
+        if iterable:
+            sampler = _InfiniteConstantSampler()
+        elif shuffle:
+            sampler = RandomSampler(dataset, generator=generator)
+        else:
+            sampler = SequentialSampler(dataset)
+    if batch_size is not None and batch_sampler is None:
+        batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+
+    if collate_fn is None:
+        collate_fn = default_collate if batch_sampler is not None else default_convert
+
+    return LoadPlan(
+        dataset=dataset,
+        iterable=iterable,
+        batch_size=batch_size,
+        drop_last=drop_last,
+        sampler=sampler,
+        batch_sampler=batch_sampler,
+        collate_fn=collate_fn,
+        generator=generator,
+        num_workers=int(num_workers),
+        prefetch_factor=prefetch_factor,
+        persistent_workers=persistent_workers,
+        timeout=timeout,
+        worker_init_fn=worker_init_fn,
+        multiprocessing_context=context,
+        pin_memory=pin_memory,
+        pin_memory_device=pin_memory_device,
+        in_order=in_order,
+    )
+
+
+def usable_cpu_count() -> int | None:
+    """CPUs this process may run on (respects cpusets where the platform tells)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()

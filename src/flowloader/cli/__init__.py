@@ -1,0 +1,1 @@
+"""The ``flowloader`` command."""

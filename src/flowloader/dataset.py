@@ -1,0 +1,267 @@
+"""Datasets with PyTorch's semantics: map-style, iterable, and the ways to combine them."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Generic, TypeVar
+
+from . import _seed
+from ._compat import torch as _torch
+
+T_co = TypeVar("T_co", covariant=True)
+T = TypeVar("T")
+
+__all__ = [
+    "ChainDataset",
+    "ConcatDataset",
+    "Dataset",
+    "IterableDataset",
+    "StackDataset",
+    "Subset",
+    "TensorDataset",
+    "random_split",
+]
+
+
+class Dataset(Generic[T_co]):
+    """A map-style dataset: ``dataset[i]`` returns sample ``i``.
+
+    Subclasses implement ``__getitem__`` and usually ``__len__``. They may also implement
+    ``__getitems__(indices)`` returning a list of samples, which the loader then calls once per
+    batch instead of calling ``__getitem__`` once per sample.
+    """
+
+    def __getitem__(self, index: Any) -> T_co:
+        raise NotImplementedError(f"{type(self).__name__} must implement __getitem__")
+
+    def __add__(self, other: Dataset[T_co]) -> ConcatDataset[T_co]:
+        return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset[T_co], Iterable[T_co]):
+    """A stream of samples: subclasses implement ``__iter__``.
+
+    With worker processes, every worker iterates its own copy; shard the stream inside
+    ``__iter__`` with :func:`flowloader.get_worker_info` to avoid duplicates, as in PyTorch.
+    """
+
+    def __iter__(self) -> Iterator[T_co]:
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
+
+    def __add__(self, other: Dataset[T_co]) -> ChainDataset:  # type: ignore[override]
+        return ChainDataset([self, other])
+
+
+def _first_dim(array: Any) -> int:
+    shape = getattr(array, "shape", None)
+    if shape is None or len(shape) == 0:
+        raise TypeError(
+            "TensorDataset takes arrays or tensors with at least one dimension, "
+            f"but got {type(array).__name__}" + ("" if shape is None else " with shape ()")
+        )
+    return int(shape[0])
+
+
+class TensorDataset(Dataset[tuple]):
+    """Sample ``i`` is ``tuple(a[i] for a in arrays)``, over NumPy arrays or torch tensors."""
+
+    def __init__(self, *tensors: Any) -> None:
+        if not tensors:
+            raise ValueError("TensorDataset needs at least one array")
+        sizes = [_first_dim(t) for t in tensors]
+        if any(size != sizes[0] for size in sizes):
+            raise AssertionError(
+                f"Size mismatch between tensors: first dimensions are {sizes}; "
+                "every array must have the same number of samples"
+            )
+        self.tensors = tensors
+
+    def __getitem__(self, index: Any) -> tuple:
+        return tuple(tensor[index] for tensor in self.tensors)
+
+    def __len__(self) -> int:
+        return _torch.length(self.tensors[0])
+
+
+class StackDataset(Dataset[Any]):
+    """Zip datasets of equal length: positional ones give tuples, keyword ones give dicts."""
+
+    def __init__(self, *args: Dataset[Any], **kwargs: Dataset[Any]) -> None:
+        if args and kwargs:
+            raise ValueError(
+                "StackDataset takes datasets either positionally (tuple samples) or by keyword "
+                "(dict samples), not both"
+            )
+        parts = list(args) or list(kwargs.values())
+        if not parts:
+            raise ValueError("StackDataset needs at least one dataset")
+        lengths = [len(d) for d in parts]  # type: ignore[arg-type]
+        if any(n != lengths[0] for n in lengths):
+            raise ValueError(f"Size mismatch between datasets: lengths are {lengths}")
+        self._length = lengths[0]
+        self.datasets: tuple | dict = args if args else kwargs
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(self.datasets, dict):
+            return {key: d[index] for key, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __getitems__(self, indices: list) -> list:
+        named = isinstance(self.datasets, dict)
+        keys = list(self.datasets) if named else range(len(self.datasets))
+        columns = [_fetch_many(self.datasets[key], indices) for key in keys]
+        if named:
+            return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
+        return [tuple(row) for row in zip(*columns, strict=True)]
+
+    def __len__(self) -> int:
+        return self._length
+
+
+def _fetch_many(dataset: Any, indices: list) -> list:
+    """``dataset.__getitems__(indices)`` when defined (length-checked), else one by one."""
+    getitems = getattr(dataset, "__getitems__", None)
+    if not callable(getitems):
+        return [dataset[i] for i in indices]
+    items = getitems(indices)
+    if len(items) != len(indices):
+        raise ValueError(
+            f"{type(dataset).__name__}.__getitems__ returned {len(items)} samples "
+            f"for {len(indices)} indices"
+        )
+    return items
+
+
+class ConcatDataset(Dataset[T_co]):
+    """The concatenation of map-style datasets; negative indices count from the end."""
+
+    datasets: list[Dataset[T_co]]
+    cumulative_sizes: list[int]
+
+    @staticmethod
+    def cumsum(sequence: Iterable[Any]) -> list[int]:
+        return list(itertools.accumulate(len(d) for d in sequence))
+
+    def __init__(self, datasets: Iterable[Dataset[Any]]) -> None:
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise AssertionError("ConcatDataset needs at least one dataset; got an empty iterable")
+        for position, d in enumerate(self.datasets):
+            if isinstance(d, IterableDataset):
+                raise AssertionError(
+                    f"ConcatDataset takes map-style datasets only; dataset {position} is an "
+                    f"IterableDataset ({type(d).__name__}): use ChainDataset for streams"
+                )
+        self.cumulative_sizes = self.cumsum(self.datasets)
+
+    def __len__(self) -> int:
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, idx: int) -> T_co:
+        length = len(self)
+        if idx < 0:
+            if -idx > length:
+                raise ValueError(
+                    f"index {idx} is out of range for ConcatDataset of length {length}"
+                )
+            idx += length
+        if idx >= length:
+            raise IndexError(f"index {idx} is out of range for ConcatDataset of length {length}")
+        dataset_idx = bisect.bisect_right(self.cumulative_sizes, idx)
+        offset = self.cumulative_sizes[dataset_idx - 1] if dataset_idx else 0
+        return self.datasets[dataset_idx][idx - offset]
+
+
+class ChainDataset(IterableDataset):
+    """Iterable datasets chained one after another, lazily."""
+
+    def __init__(self, datasets: Iterable[Dataset[Any]]) -> None:
+        self.datasets = datasets
+
+    def _checked(self) -> Iterator[IterableDataset]:
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError(
+                    f"ChainDataset takes IterableDatasets only, but got {type(d).__name__}"
+                )
+            yield d
+
+    def __iter__(self) -> Iterator[Any]:
+        for d in self._checked():
+            yield from d
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self._checked())  # type: ignore[arg-type]
+
+
+class Subset(Dataset[T_co]):
+    """The samples of ``dataset`` at ``indices``, in that order."""
+
+    def __init__(self, dataset: Dataset[T_co], indices: Sequence[int]) -> None:
+        cls = type(self)
+        if cls.__getitem__ is not Subset.__getitem__ and cls.__getitems__ is Subset.__getitems__:
+            raise NotImplementedError(
+                f"{cls.__name__} overrides __getitem__ but not __getitems__; the loader fetches "
+                "batches through __getitems__, so override it too, e.g. "
+                "`def __getitems__(self, indices): return [self[i] for i in indices]`"
+            )
+        self.dataset = dataset
+        self.indices = indices
+
+    def __getitem__(self, idx: Any) -> T_co:
+        if isinstance(idx, list):
+            return self.dataset[[self.indices[i] for i in idx]]
+        return self.dataset[self.indices[idx]]
+
+    def __getitems__(self, indices: list[int]) -> list[T_co]:
+        return _fetch_many(self.dataset, [self.indices[i] for i in indices])
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+def _split_lengths(total: int, lengths: Sequence[int | float]) -> list[int]:
+    """Turn fractions summing to 1 into lengths (floor, then the remainder round-robin)."""
+    fractions_sum = sum(lengths)
+    if not (math.isclose(fractions_sum, 1) and fractions_sum <= 1):
+        return [int(n) for n in lengths]
+    counts = []
+    for i, fraction in enumerate(lengths):
+        if not 0 <= fraction <= 1:
+            raise ValueError(f"Fraction at index {i} is {fraction}, not between 0 and 1")
+        counts.append(math.floor(total * fraction))
+    for i in range(total - sum(counts)):
+        counts[i % len(counts)] += 1
+    for i, count in enumerate(counts):
+        if count == 0:
+            warnings.warn(
+                f"Length of split at index {i} is 0; that split is an empty dataset.",
+                stacklevel=3,
+            )
+    return counts
+
+
+def random_split(
+    dataset: Dataset[T], lengths: Sequence[int | float], generator: _seed.GeneratorLike = None
+) -> list[Subset[T]]:
+    """Split ``dataset`` at random into non-overlapping subsets.
+
+    ``lengths`` are sizes summing to ``len(dataset)``, or fractions summing to 1 (PyTorch's
+    rounding: floor each, then hand out the remainder one by one from the first split).
+    ``generator`` is an int seed, a ``numpy.random.Generator`` or None (NumPy's global RNG).
+    """
+    total = len(dataset)  # type: ignore[arg-type]
+    counts = _split_lengths(total, lengths)
+    if sum(counts) != total:
+        raise ValueError(
+            f"Sum of input lengths ({sum(counts)}) does not equal the length of the input "
+            f"dataset ({total})"
+        )
+    rng = _seed.numpy_rng(_seed.resolve_generator(generator))
+    order = rng.permutation(total).tolist()
+    ends = itertools.accumulate(counts)
+    return [Subset(dataset, order[end - n : end]) for end, n in zip(ends, counts, strict=True)]

@@ -1,0 +1,1 @@
+"""PyTorch-style import paths: ``flowloader.utils.data`` mirrors ``torch.utils.data``."""

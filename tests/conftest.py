@@ -1,0 +1,16 @@
+"""Shared fixtures and markers."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_torch = pytest.mark.skip(reason="torch is not installed")
+    for item in items:
+        if "torch" in item.keywords and not HAS_TORCH:
+            item.add_marker(skip_torch)
