@@ -7,6 +7,7 @@ draws from its global RNG, so ``np.random.seed`` makes an unseeded pipeline repr
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,22 @@ def draw_seed(generator: Any) -> int:
     if isinstance(generator, np.random.Generator):
         return int(generator.integers(0, SEED_BOUND, dtype=np.int64))
     return _torch.draw_seed(generator)
+
+
+def seed_worker(base_seed: int, worker_id: int) -> int:
+    """Seed a worker's global RNGs: Python's ``random``, NumPy's legacy global RNG, and torch's
+    if the program already imported torch. Returns the worker seed, ``base_seed + worker_id``.
+
+    NumPy's state comes from a SeedSequence of (base seed, worker id), so no two workers share
+    a stream and the same loader seed gives the same draws.
+    """
+    seed = base_seed + worker_id
+    random.seed(seed)
+    np.random.seed(np.random.SeedSequence([base_seed, worker_id]).generate_state(4))
+    torch = _torch.imported_torch()
+    if torch is not None:
+        torch.manual_seed(seed)
+    return seed
 
 
 def numpy_rng(generator: Any) -> np.random.Generator:

@@ -13,6 +13,7 @@ Torch tensors are stacked with torch when the program uses torch.
 from __future__ import annotations
 
 import collections.abc
+import contextvars
 import copy
 import re
 from collections.abc import Callable
@@ -66,11 +67,23 @@ def _check_equal_shapes(batch: list[Any], what: str) -> None:
             )
 
 
+# Inside a worker, where stacked arrays should be written: a function (shape, dtype) -> array
+# or None (the worker points it at shared memory, so the batch is not copied a second time).
+batch_allocator: contextvars.ContextVar[Callable[..., np.ndarray | None] | None] = (
+    contextvars.ContextVar("flowloader_batch_allocator", default=None)
+)
+
+
 def collate_numpy_array_fn(batch: list[np.ndarray], *, collate_fn_map: Any = None) -> np.ndarray:
-    if _NON_NUMERIC_DTYPE.search(batch[0].dtype.str) is not None:
-        raise CollateTypeError(_UNSUPPORTED.format(f"array of dtype {batch[0].dtype}"))
+    first = batch[0]
+    if _NON_NUMERIC_DTYPE.search(first.dtype.str) is not None:
+        raise CollateTypeError(_UNSUPPORTED.format(f"array of dtype {first.dtype}"))
     _check_equal_shapes(batch, "arrays")
-    return np.stack(batch)
+    allocate = batch_allocator.get()
+    out = allocate((len(batch), *first.shape), first.dtype) if allocate is not None else None
+    if out is None:
+        return np.stack(batch)
+    return np.stack(batch, out=out)
 
 
 def collate_numpy_scalar_fn(batch: list[Any], *, collate_fn_map: Any = None) -> np.ndarray:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from . import _plan
+from ._iter.multi_process import MultiProcessIterator
 from ._iter.single_process import SingleProcessIterator
 from .dataset import Dataset
 
@@ -119,10 +120,19 @@ class DataLoader(Generic[T_co]):
         plan = self._plan_snapshot()
         if plan.num_workers == 0:
             return SingleProcessIterator(plan, self._IterableDataset_len_called)
-        raise NotImplementedError("num_workers > 0 is not available yet; use num_workers=0")
+        self.check_worker_number_rationality()
+        return MultiProcessIterator(plan, self._IterableDataset_len_called)
 
     def __iter__(self) -> Iterator[Any]:
-        return self._get_iterator()
+        """A new pass over the data. With persistent workers, the same iterator is reset and
+        its workers are reused (a new one is made if the old one was shut down by an error)."""
+        if not (self.persistent_workers and self.num_workers > 0):
+            return self._get_iterator()
+        if self._iterator is None or self._iterator.closed:
+            self._iterator = self._get_iterator()
+        else:
+            self._iterator.reset(self._plan_snapshot(), self._IterableDataset_len_called)
+        return self._iterator
 
     def __len__(self) -> int:
         if not self._iterable:

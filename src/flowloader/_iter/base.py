@@ -14,18 +14,22 @@ class BaseIterator:
 
     def __init__(self, plan: LoadPlan, length_hint: int | None) -> None:
         self._plan = plan
-        # Drawn even without workers so that the sampler's draws (which may share the
-        # generator) are the same whatever num_workers is.
-        self._base_seed = _seed.draw_seed(plan.generator)
-        self._sampler_iter = iter(plan.index_sampler)
-        self._num_yielded = 0
-        self._length_hint = length_hint
+        self._start_epoch(plan, length_hint)
         if plan.pin_memory:
             warnings.warn(
                 "pin_memory=True has no effect: batches are NumPy arrays, and page-locked "
                 "memory needs torch tensors on a machine with an accelerator.",
-                stacklevel=3,
+                stacklevel=4,
             )
+
+    def _start_epoch(self, plan: LoadPlan, length_hint: int | None) -> None:
+        self._plan = plan
+        # Drawn every epoch, with or without workers, so that the sampler's draws (which may
+        # share the generator) are the same whatever num_workers and persistent_workers are.
+        self._base_seed = _seed.draw_seed(plan.generator)
+        self._sampler_iter = iter(plan.index_sampler)
+        self._num_yielded = 0
+        self._length_hint = length_hint
 
     def __iter__(self) -> BaseIterator:
         return self

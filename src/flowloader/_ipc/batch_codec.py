@@ -1,0 +1,114 @@
+"""Encode a batch into a shared-memory segment (worker side) and decode it as views (main side)."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import tree
+from .segment_pool import Arena, SegmentPool
+from .shm import Segment, aligned
+
+
+@dataclass(frozen=True)
+class LeafRef:
+    offset: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class EncodedBatch:
+    """A batch's structure plus where its arrays lie; small enough for a pipe."""
+
+    structure: Any
+    segment_name: str | None
+    capacity: int
+    used: int
+    leaves: tuple[LeafRef, ...]
+
+
+def encode(batch: Any, pool: SegmentPool, arena: Arena | None) -> EncodedBatch:
+    """Place the batch's arrays in one segment: where collate already wrote them (``arena``)
+    if they are all there or fit there, else in a segment taken from ``pool``."""
+    structure, arrays = tree.split(batch)
+    if not arrays:
+        if arena is not None:
+            pool.give_back(arena.segment)
+        return EncodedBatch(structure, None, 0, 0, ())
+    offsets = _place_in_arena(arrays, arena) if arena is not None else None
+    if offsets is None:
+        if arena is not None:
+            pool.give_back(arena.segment)
+        arena = Arena(pool.take(sum(aligned(a.nbytes) for a in arrays)))
+        offsets = _place_in_arena(arrays, arena)
+        assert offsets is not None, "a segment sized for the batch must hold it"
+    refs = tuple(LeafRef(o, a.shape, a.dtype) for o, a in zip(offsets, arrays, strict=True))
+    segment = arena.segment
+    return EncodedBatch(structure, segment.name, segment.capacity, arena.used, refs)
+
+
+def _place_in_arena(arrays: list[np.ndarray], arena: Arena) -> list[int] | None:
+    """Offsets of the arrays in the arena, copying in those not already there; None if full."""
+    offsets = []
+    for array in arrays:
+        offset = arena.offset_of(array)
+        if offset is None:
+            target = arena.allocate(array.shape, array.dtype)
+            if target is None:
+                return None
+            np.copyto(target, array)
+            offset = target.ctypes.data - arena.segment.address
+        offsets.append(offset)
+    return offsets
+
+
+class SegmentCache:
+    """The main process's mappings of worker segments, opened once and reused."""
+
+    def __init__(self) -> None:
+        self._segments: dict[str, Segment] = {}
+
+    def get(self, name: str, capacity: int) -> Segment:
+        segment = self._segments.get(name)
+        if segment is None:
+            segment = self._segments[name] = Segment.attach(name, capacity)
+        return segment
+
+    def forget(self, names: tuple[str, ...]) -> None:
+        for name in names:
+            segment = self._segments.pop(name, None)
+            if segment is not None:
+                segment.close()
+
+    def close(self) -> None:
+        self.forget(tuple(self._segments))
+
+
+def decode(encoded: EncodedBatch, cache: SegmentCache, on_drop: Callable[[str], None]) -> Any:
+    """The batch with its arrays viewing the shared segment (no copy). ``on_drop(name)`` runs
+    once the consumer has dropped every array of the batch."""
+    if encoded.segment_name is None:
+        return tree.join(encoded.structure, [])
+    segment = cache.get(encoded.segment_name, encoded.capacity)
+    region = np.frombuffer(segment.mapping, dtype=np.uint8, count=encoded.used)
+    arrays = [
+        region[ref.offset : ref.offset + ref.dtype.itemsize * _count(ref.shape)]
+        .view(ref.dtype)
+        .reshape(ref.shape)
+        for ref in encoded.leaves
+    ]
+    # Every array's base is `region`, so it dies with the last of them.
+    weakref.finalize(region, on_drop, encoded.segment_name)
+    return tree.join(encoded.structure, arrays)
+
+
+def _count(shape: tuple[int, ...]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count

@@ -1,0 +1,91 @@
+"""Carry an exception from a worker to the main process and re-raise it there.
+
+The main process re-raises the original type with a message naming the worker, the dataset
+indices of the failing batch and the worker's traceback. A type that cannot be rebuilt from a
+message becomes :class:`flowloader.errors.WorkerError` with the same text.
+"""
+
+from __future__ import annotations
+
+import pickle
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import WorkerError
+
+
+class _KeyErrorMessage(str):
+    """KeyError shows the repr of its argument; this keeps a multi-line message readable."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+@dataclass(frozen=True)
+class RemoteError:
+    type_name: str
+    type_pickle: bytes | None  # the exception class, when it can be pickled by reference
+    traceback_text: str
+    worker_id: int
+    pid: int
+    indices: Any
+    where: str
+
+    @classmethod
+    def capture(
+        cls, error: BaseException, *, worker_id: int, pid: int, indices: Any, where: str
+    ) -> RemoteError:
+        """Record ``error`` (with its traceback) raised while loading ``indices``."""
+        try:
+            type_pickle: bytes | None = pickle.dumps(type(error))
+        except Exception:
+            type_pickle = None
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        return cls(
+            type_name=type(error).__qualname__,
+            type_pickle=type_pickle,
+            traceback_text=text,
+            worker_id=worker_id,
+            pid=pid,
+            indices=indices,
+            where=where,
+        )
+
+    def message(self) -> str:
+        return (
+            f"Caught {self.type_name} in DataLoader worker {self.worker_id} (pid {self.pid}) "
+            f"{self.where}, dataset indices {_describe_indices(self.indices)}.\n"
+            f"Original {self.traceback_text}"
+        )
+
+    def rebuild(self) -> BaseException:
+        """The exception to raise in the main process."""
+        message = self.message()
+        exc_type = _load_type(self.type_pickle)
+        if exc_type is None:
+            return WorkerError(message)
+        if exc_type is KeyError:
+            return KeyError(_KeyErrorMessage(message))
+        try:
+            return exc_type(message)
+        except Exception:
+            return WorkerError(f"{message}\n(the {self.type_name} could not be re-created here)")
+
+
+def _load_type(type_pickle: bytes | None) -> type | None:
+    if type_pickle is None:
+        return None
+    try:
+        loaded = pickle.loads(type_pickle)
+    except Exception:
+        return None
+    return loaded if isinstance(loaded, type) and issubclass(loaded, BaseException) else None
+
+
+def _describe_indices(indices: Any) -> str:
+    if isinstance(indices, list) and indices and all(i is None for i in indices):
+        return f"(a batch of {len(indices)} from an IterableDataset stream)"
+    if indices is None:
+        return "(a sample from an IterableDataset stream)"
+    return repr(indices)

@@ -1,0 +1,121 @@
+"""A worker's pool of reusable shared-memory segments, and the bump allocator over one of them.
+
+A batch lives in one segment from the moment the worker collates it until the consumer in the
+main process drops it; then a Release message returns the segment to the pool. In steady state
+no segment is created, so no fresh memory is faulted in per batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .shm import Segment, aligned
+from .shm import unlink as unlink_segment
+
+MIN_SEGMENT_BYTES = 1 << 20
+_GRANULE = 1 << 16
+
+
+def _capacity_for(nbytes: int) -> int:
+    """Room for ``nbytes`` plus 1/8 slack (batches vary a little), in 64 KiB granules."""
+    wanted = max(nbytes + nbytes // 8, MIN_SEGMENT_BYTES)
+    return (wanted + _GRANULE - 1) // _GRANULE * _GRANULE
+
+
+class Arena:
+    """Bump allocation of arrays inside one segment, 64-byte aligned."""
+
+    def __init__(self, segment: Segment) -> None:
+        self.segment = segment
+        self.used = 0
+
+    def allocate(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray | None:
+        """An uninitialised array in the segment, or None when it does not fit."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        start = aligned(self.used)
+        if start + nbytes > self.segment.capacity:
+            return None
+        self.used = start + nbytes
+        return self.segment.array[start : start + nbytes].view(dtype).reshape(shape)
+
+    def offset_of(self, array: np.ndarray) -> int | None:
+        """Where ``array`` lies in the segment, if it is contiguous memory allocated here."""
+        if not array.flags.c_contiguous:
+            return None
+        offset = array.ctypes.data - self.segment.address
+        if offset >= 0 and offset + array.nbytes <= self.used:
+            return offset
+        return None
+
+
+class SegmentPool:
+    """Segments owned by one worker: free ones to reuse, busy ones holding delivered batches."""
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._sequence = 0
+        self._free: list[Segment] = []
+        self._busy: dict[str, Segment] = {}
+        self._retired: list[str] = []
+
+    def take(self, nbytes: int) -> Segment:
+        """A segment of at least ``nbytes``: the smallest free one that fits, else a new one.
+
+        When no free segment fits, the smallest free one is retired so that segments too small
+        for the batches do not pile up.
+        """
+        fitting = [s for s in self._free if s.capacity >= nbytes]
+        if fitting:
+            segment = min(fitting, key=lambda s: s.capacity)
+            self._free.remove(segment)
+        else:
+            if self._free:
+                self._retire(min(self._free, key=lambda s: s.capacity))
+            segment = self._create(_capacity_for(nbytes))
+        self._busy[segment.name] = segment
+        return segment
+
+    def arena(self, hint: int) -> Arena | None:
+        """An arena for the next batch when one of ``hint`` bytes has been seen before."""
+        return Arena(self.take(hint)) if hint > 0 else None
+
+    def give_back(self, segment: Segment) -> None:
+        """Return a segment that was taken but not sent."""
+        if self._busy.pop(segment.name, None) is not None:
+            self._free.append(segment)
+
+    def release(self, names: tuple[str, ...]) -> None:
+        for name in names:
+            segment = self._busy.pop(name, None)
+            if segment is not None:
+                self._free.append(segment)
+
+    def pop_retired(self) -> tuple[str, ...]:
+        retired, self._retired = tuple(self._retired), []
+        return retired
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._free) + len(self._busy)
+
+    def close(self) -> None:
+        """Unlink and unmap every segment (mappings the main process holds stay valid)."""
+        for segment in [*self._free, *self._busy.values()]:
+            segment.unlink()
+            segment.close()
+        self._free.clear()
+        self._busy.clear()
+
+    def _create(self, capacity: int) -> Segment:
+        name = f"{self._prefix}{self._sequence}"
+        self._sequence += 1
+        return Segment.create(name, capacity)
+
+    def _retire(self, segment: Segment) -> None:
+        self._free.remove(segment)
+        unlink_segment(segment.name)
+        segment.close()
+        self._retired.append(segment.name)

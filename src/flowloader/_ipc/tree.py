@@ -1,0 +1,77 @@
+"""Split a batch into its structure and its array leaves, and join them back.
+
+Plain containers (list, tuple, dict, namedtuple, copyable mutable mappings) are walked; NumPy
+arrays without Python objects become numbered slots; anything else stays in the structure and
+travels pickled with the message.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import copy
+from typing import Any
+
+import numpy as np
+
+
+class Slot:
+    """Placeholder for the array leaf number ``index``."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __reduce__(self) -> tuple[type, tuple[int]]:
+        return (Slot, (self.index,))
+
+    def __repr__(self) -> str:
+        return f"Slot({self.index})"
+
+
+def is_array_leaf(value: Any) -> bool:
+    return type(value) is np.ndarray and not value.dtype.hasobject
+
+
+def split(batch: Any) -> tuple[Any, list[np.ndarray]]:
+    """(structure with Slots in place of arrays, the arrays in slot order)."""
+    leaves: list[np.ndarray] = []
+    return _split(batch, leaves), leaves
+
+
+def join(structure: Any, arrays: list[np.ndarray]) -> Any:
+    """Rebuild the batch from :func:`split`'s structure and (possibly other) arrays."""
+    return _join(structure, arrays)
+
+
+# Module-level recursion on purpose: a recursive closure is a reference cycle, which would keep
+# the batch's arrays (and so their shared memory) alive until the cyclic GC happens to run.
+def _split(value: Any, leaves: list[np.ndarray]) -> Any:
+    if is_array_leaf(value):
+        leaves.append(value)
+        return Slot(len(leaves) - 1)
+    return _map_container(value, _split, leaves)
+
+
+def _join(value: Any, arrays: list[np.ndarray]) -> Any:
+    if type(value) is Slot:
+        return arrays[value.index]
+    return _map_container(value, _join, arrays)
+
+
+def _map_container(value: Any, fn: Any, context: Any) -> Any:
+    kind = type(value)
+    if kind is list:
+        return [fn(v, context) for v in value]
+    if kind is tuple:
+        return tuple(fn(v, context) for v in value)
+    if kind is dict:
+        return {k: fn(v, context) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return kind(*(fn(v, context) for v in value))
+    if isinstance(value, collections.abc.MutableMapping):
+        clone = copy.copy(value)
+        for key in value:
+            clone[key] = fn(value[key], context)
+        return clone
+    return value

@@ -1,0 +1,58 @@
+"""Dispatcher: which worker loads the next batch, within the prefetch budget.
+
+Tasks go round-robin over the workers that are still active (a worker whose IterableDataset
+stream ended is not), as in PyTorch, so a stream's batches come out in the same order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Dispatcher:
+    def __init__(self, num_workers: int, budget: int) -> None:
+        self.num_workers = num_workers
+        self.budget = budget
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new epoch: every worker active, nothing outstanding, task ids from 0."""
+        self.active = [True] * self.num_workers
+        self.outstanding: dict[int, tuple[int, Any]] = {}
+        self.next_task_id = 0
+        self._cursor = 0
+
+    def has_room(self) -> bool:
+        return len(self.outstanding) < self.budget
+
+    def next_worker(self) -> int | None:
+        """The worker the next task goes to (without assigning), or None if none is active."""
+        for step in range(self.num_workers):
+            worker = (self._cursor + step) % self.num_workers
+            if self.active[worker]:
+                return worker
+        return None
+
+    def assign(self, worker: int, indices: Any) -> int:
+        task_id = self.next_task_id
+        self.next_task_id += 1
+        self.outstanding[task_id] = (worker, indices)
+        self._cursor = (worker + 1) % self.num_workers
+        return task_id
+
+    def complete(self, task_id: int) -> tuple[int, Any]:
+        return self.outstanding.pop(task_id)
+
+    def deactivate(self, worker: int) -> None:
+        self.active[worker] = False
+
+    def idle(self) -> bool:
+        return not self.outstanding
+
+    def pending(self, worker: int | None = None) -> list[Any]:
+        """Indices of the outstanding tasks (of one worker, or of all), oldest first."""
+        return [
+            indices
+            for _, (owner, indices) in sorted(self.outstanding.items())
+            if worker is None or owner == worker
+        ]

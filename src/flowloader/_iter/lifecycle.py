@@ -1,0 +1,190 @@
+"""WorkerGroup: starts a loader's worker processes and owns what they share with the main
+process (pipes, segment mappings); stops them within one shared deadline and leaves nothing
+behind: no child process, no /dev/shm segment, no file descriptor.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import time
+from typing import Any
+
+from .._ipc import messages, shm
+from .._ipc.batch_codec import SegmentCache
+from .._plan import LoadPlan
+from .._worker.loop import WorkerConfig, run_worker
+
+# Stop message -> exit, for all workers together (not per worker, cf. pytorch#81794).
+STOP_GRACE_S = 2.0
+# SIGTERM -> exit, for all workers together; then SIGKILL.
+TERMINATE_GRACE_S = 1.0
+# Refuse to start when /dev/shm has less than this free.
+MIN_FREE_SHM_BYTES = 16 << 20
+
+_group_tokens = itertools.count()
+
+
+def default_context() -> multiprocessing.context.BaseContext:
+    """fork where the platform has it (as PyTorch), else the platform's default."""
+    if "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context()
+
+
+def describe_exit(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            return f"killed by signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
+class WorkerGroup:
+    """The worker processes of one iterator and the main process's ends of their pipes."""
+
+    def __init__(self, plan: LoadPlan, base_seed: int, epoch: int) -> None:
+        shm.check_free_space(MIN_FREE_SHM_BYTES)
+        context = plan.multiprocessing_context or default_context()
+        self.prefix = f"{shm.process_prefix()}{next(_group_tokens)}_"
+        self.cache = SegmentCache()
+        # Names of segments whose batch the consumer dropped; appended by GC finalizers.
+        self.dropped: collections.deque[str] = collections.deque()
+        self.processes: list[Any] = []
+        self.task_conns: list[Any] = []
+        self.result_conns: list[Any] = []
+        self.closed = False
+        try:
+            for worker_id in range(plan.num_workers):
+                self._start_worker(context, plan, worker_id, base_seed, epoch)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _start_worker(
+        self, context: Any, plan: LoadPlan, worker_id: int, base_seed: int, epoch: int
+    ) -> None:
+        task_reader, task_writer = context.Pipe(duplex=False)
+        result_reader, result_writer = context.Pipe(duplex=False)
+        config = WorkerConfig(
+            worker_id=worker_id,
+            num_workers=plan.num_workers,
+            dataset=plan.dataset,
+            iterable=plan.iterable,
+            auto_collation=plan.auto_collation,
+            collate_fn=plan.collate_fn,
+            drop_last=plan.drop_last,
+            base_seed=base_seed,
+            worker_init_fn=plan.worker_init_fn,
+            segment_prefix=f"{self.prefix}w{worker_id}_",
+            main_pid=os.getpid(),
+            epoch=epoch,
+        )
+        process = context.Process(
+            target=run_worker,
+            args=(config, task_reader, result_writer),
+            name=f"flowloader-worker-{worker_id}",
+            daemon=True,
+        )
+        self.task_conns.append(task_writer)
+        self.result_conns.append(result_reader)
+        try:
+            process.start()
+        finally:
+            # The child has its own copies now; keeping ours would hide its death from recv.
+            task_reader.close()
+            result_writer.close()
+        self.processes.append(process)
+
+    def send(self, worker_id: int, message: Any) -> None:
+        """Send to a worker; a dead worker is reported by :meth:`receive`, not here."""
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
+            self.task_conns[worker_id].send(message)
+
+    def owner_of(self, segment_name: str) -> int:
+        return int(segment_name[len(self.prefix) + 1 :].split("_", 1)[0])
+
+    def send_releases(self) -> None:
+        """Tell workers which of their segments the consumer has dropped."""
+        if not self.dropped:
+            return
+        by_worker: dict[int, list[str]] = collections.defaultdict(list)
+        while self.dropped:
+            name = self.dropped.popleft()
+            by_worker[self.owner_of(name)].append(name)
+        for worker_id, names in by_worker.items():
+            self.send(worker_id, messages.Release(tuple(names)))
+
+    def receive(self, timeout: float | None) -> tuple[list[Any], list[int]]:
+        """Wait up to ``timeout`` for messages; returns (messages, ids of workers that died)."""
+        sentinels = {p.sentinel: i for i, p in enumerate(self.processes)}
+        conns = {id(c): i for i, c in enumerate(self.result_conns)}
+        ready = multiprocessing.connection.wait([*self.result_conns, *sentinels], timeout)
+        received: list[Any] = []
+        dead: set[int] = set()
+        for handle in ready:
+            if isinstance(handle, int):
+                dead.add(sentinels[handle])
+            elif not self._drain(conns[id(handle)], received):
+                dead.add(conns[id(handle)])
+        for worker_id in sorted(dead):
+            self._drain(worker_id, received)  # what it sent before dying is still valid
+            self.processes[worker_id].join(0.5)  # an EOF can come just before the exit
+        return received, sorted(dead)
+
+    def _drain(self, worker_id: int, into: list[Any]) -> bool:
+        """Read every pending message of a worker; False once its pipe is closed."""
+        conn = self.result_conns[worker_id]
+        try:
+            while conn.poll():
+                into.append(conn.recv())
+        except (EOFError, OSError):
+            return False
+        return True
+
+    def exit_description(self, worker_id: int) -> tuple[int | None, str]:
+        process = self.processes[worker_id]
+        return process.pid, describe_exit(process.exitcode)
+
+    def alive(self) -> bool:
+        return not self.closed
+
+    def shutdown(self, stop_grace_s: float = STOP_GRACE_S) -> None:
+        """Stop every worker (Stop -> SIGTERM -> SIGKILL under shared deadlines), close the
+        pipes and mappings, and remove this group's segments. Safe to call more than once.
+
+        ``stop_grace_s=0`` skips the polite stage, for workers known to be hung or broken.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        for worker_id in range(len(self.processes)):
+            self.send(worker_id, messages.Stop())
+        _join_all(self.processes, stop_grace_s)
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+        _join_all(self.processes, TERMINATE_GRACE_S)
+        for process in self.processes:
+            if process.is_alive():
+                process.kill()
+                process.join()
+            process.close()
+        for conn in [*self.task_conns, *self.result_conns]:
+            conn.close()
+        self.cache.close()
+        shm.unlink_all(self.prefix)
+
+
+def _join_all(processes: list[Any], grace_s: float) -> None:
+    deadline = time.monotonic() + grace_s
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))

@@ -1,0 +1,159 @@
+"""Loading with worker processes: the main process hands out batch indices, keeps at most
+``prefetch_factor * num_workers`` batches in flight, and yields them in sampler order.
+
+Batches arrive as views of shared memory; a worker death, a worker exception and a timeout
+each surface here as an error that names the worker and the dataset indices concerned.
+Shutdown is documented in docs/design/multiprocess.md.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from typing import Any
+
+from .._ipc import messages
+from .._ipc.batch_codec import decode
+from .._plan import LoadPlan
+from ..errors import LoaderTimeoutError, WorkerCrashedError
+from .base import BaseIterator
+from .dispatcher import Dispatcher
+from .lifecycle import WorkerGroup
+from .reorder import ReorderBuffer
+
+
+class MultiProcessIterator(BaseIterator):
+    """The num_workers > 0 iterator; reusable across epochs when workers are persistent."""
+
+    def __init__(self, plan: LoadPlan, length_hint: int | None) -> None:
+        super().__init__(plan, length_hint)
+        self._epoch = 0
+        self._workers = WorkerGroup(plan, self._base_seed, self._epoch)
+        self._finalizer = weakref.finalize(self, self._workers.shutdown)
+        assert plan.prefetch_factor is not None
+        self._dispatcher = Dispatcher(plan.num_workers, plan.prefetch_factor * plan.num_workers)
+        self._reorder = ReorderBuffer(plan.in_order)
+        self._epoch_done = False
+        self._fill()
+
+    @property
+    def closed(self) -> bool:
+        """True once the workers are stopped; the iterator cannot be reset any more."""
+        return not self._finalizer.alive
+
+    def reset(self, plan: LoadPlan, length_hint: int | None) -> None:
+        """Start the next epoch on the same (persistent) workers."""
+        self._start_epoch(plan, length_hint)
+        self._epoch += 1
+        self._dispatcher.reset()
+        self._reorder.reset()
+        self._epoch_done = False
+        if plan.iterable:
+            for worker_id in range(plan.num_workers):
+                self._workers.send(worker_id, messages.Resume(self._epoch))
+        self._fill()
+
+    def shutdown(self, stop_grace_s: float | None = None) -> None:
+        """Stop the workers now; batches not yet handed out are dropped."""
+        self._reorder.reset()  # their arrays pin the segment mappings open
+        if stop_grace_s is not None:
+            self._workers.shutdown(stop_grace_s)
+        self._finalizer()
+
+    def _fill(self) -> None:
+        """Hand out tasks until the prefetch budget is used or the sampler is exhausted."""
+        while self._dispatcher.has_room():
+            worker = self._dispatcher.next_worker()
+            if worker is None:
+                return
+            try:
+                indices = self._next_index()
+            except StopIteration:
+                return
+            task_id = self._dispatcher.assign(worker, indices)
+            self._workers.send(worker, messages.Task(self._epoch, task_id, indices))
+
+    def _next_data(self) -> Any:
+        if self._epoch_done or self.closed:
+            raise StopIteration
+        timeout = self._plan.timeout
+        deadline = time.monotonic() + timeout if timeout > 0 else None
+        while True:
+            self._workers.send_releases()
+            found, item = self._reorder.pop()
+            if found:
+                self._fill()
+                if isinstance(item, messages.Failure):
+                    raise item.error.rebuild()
+                return item
+            if self._dispatcher.idle():
+                self._end_epoch()
+                raise StopIteration
+            self._collect(deadline)
+
+    def _end_epoch(self) -> None:
+        self._epoch_done = True
+        if not self._plan.persistent_workers:
+            self.shutdown()
+
+    def _collect(self, deadline: float | None) -> None:
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            self._fail(self._timeout_error())
+        received, dead = self._workers.receive(remaining)
+        for message in received:
+            self._handle(message)
+        if dead:
+            self._fail(self._crash_error(dead[0]))
+
+    def _handle(self, message: Any) -> None:
+        if isinstance(message, messages.Ready):
+            return
+        stale = message.epoch != self._epoch
+        if isinstance(message, messages.Result):
+            self._workers.cache.forget(message.retired_segments)
+            name = message.batch.segment_name
+            if stale:
+                if name is not None:
+                    self._workers.send(message.worker_id, messages.Release((name,)))
+                return
+            self._dispatcher.complete(message.task_id)
+            batch = decode(message.batch, self._workers.cache, self._workers.dropped.append)
+            self._reorder.add(message.task_id, batch)
+        elif stale:
+            return
+        elif isinstance(message, messages.Failure):
+            self._dispatcher.complete(message.task_id)
+            self._reorder.add(message.task_id, message)
+        elif isinstance(message, messages.StreamEnd):
+            self._dispatcher.complete(message.task_id)
+            self._dispatcher.deactivate(message.worker_id)
+            self._reorder.skip(message.task_id)
+
+    def _fail(self, error: Exception) -> None:
+        self.shutdown(stop_grace_s=0.0)
+        raise error
+
+    def _crash_error(self, worker_id: int) -> WorkerCrashedError:
+        pid, how = self._workers.exit_description(worker_id)
+        pending = self._dispatcher.pending(worker_id)
+        hint = ""
+        if "SIGBUS" in how:
+            hint = " A bus error usually means shared memory (/dev/shm) ran out."
+        elif "SIGKILL" in how:
+            hint = " SIGKILL often comes from the kernel's out-of-memory killer."
+        return WorkerCrashedError(
+            f"DataLoader worker {worker_id} (pid {pid}) exited unexpectedly ({how}) with "
+            f"{len(pending)} batch(es) in flight; their dataset indices: {pending}.{hint}"
+        )
+
+    def _timeout_error(self) -> LoaderTimeoutError:
+        by_worker = {
+            w: self._dispatcher.pending(w)
+            for w in range(self._plan.num_workers)
+            if self._dispatcher.pending(w)
+        }
+        return LoaderTimeoutError(
+            f"DataLoader timed out after {self._plan.timeout} seconds waiting for a batch; "
+            f"dataset indices still pending, by worker: {by_worker}"
+        )

@@ -1,0 +1,39 @@
+"""ReorderBuffer: results arrive in any order; hand them out in task order (or as they come)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ReorderBuffer:
+    def __init__(self, in_order: bool) -> None:
+        self.in_order = in_order
+        self.reset()
+
+    def reset(self) -> None:
+        self._ready: dict[int, Any] = {}
+        self._skipped: set[int] = set()
+        self._next = 0
+
+    def add(self, task_id: int, item: Any) -> None:
+        self._ready[task_id] = item
+
+    def skip(self, task_id: int) -> None:
+        """This task produced nothing (its stream had ended); do not wait for it."""
+        self._skipped.add(task_id)
+
+    def pop(self) -> tuple[bool, Any]:
+        """(True, item) for the next item to hand out, or (False, None) if it is not here yet."""
+        if not self.in_order:
+            if not self._ready:
+                return False, None
+            task_id = next(iter(self._ready))
+            return True, self._ready.pop(task_id)
+        while self._next in self._skipped:
+            self._skipped.remove(self._next)
+            self._next += 1
+        if self._next not in self._ready:
+            return False, None
+        item = self._ready.pop(self._next)
+        self._next += 1
+        return True, item

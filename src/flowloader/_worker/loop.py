@@ -1,0 +1,164 @@
+"""The worker process: one top-level entry point taking one frozen configuration.
+
+A worker seeds itself, runs ``worker_init_fn``, then serves its task pipe: each Task becomes a
+batch collated straight into a shared-memory segment, answered on the result pipe by a small
+Result (or a Failure carrying the exception and traceback, or a StreamEnd).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _seed
+from .._fetch import make_fetcher
+from .._ipc import messages
+from .._ipc.batch_codec import encode
+from .._ipc.remote_error import RemoteError
+from .._ipc.segment_pool import SegmentPool
+from ..collate import batch_allocator
+from .info import WorkerInfo, set_worker_info
+from .watchdog import ParentWatchdog
+
+# How often an idle worker checks that the main process is still there.
+PARENT_CHECK_INTERVAL_S = 0.5
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Everything a worker needs, picklable for spawn/forkserver."""
+
+    worker_id: int
+    num_workers: int
+    dataset: Any
+    iterable: bool
+    auto_collation: bool
+    collate_fn: Callable[[Any], Any]
+    drop_last: bool
+    base_seed: int
+    worker_init_fn: Callable[[int], None] | None
+    segment_prefix: str
+    main_pid: int
+    epoch: int
+
+
+class _Worker:
+    """The state of one worker process between tasks."""
+
+    def __init__(self, config: WorkerConfig, results: Any) -> None:
+        self.config = config
+        self.results = results
+        self.pid = os.getpid()
+        self.pool = SegmentPool(config.segment_prefix)
+        self.batch_bytes_hint = 0
+        self.init_error: BaseException | None = None
+        self.stream_error: BaseException | None = None
+        self.fetcher: Any = None
+        seed = _seed.seed_worker(config.base_seed, config.worker_id)
+        set_worker_info(WorkerInfo(config.worker_id, config.num_workers, seed, config.dataset))
+        try:
+            if config.worker_init_fn is not None:
+                config.worker_init_fn(config.worker_id)
+        except Exception as error:
+            self.init_error = error
+        self.restart_stream()
+
+    def restart_stream(self) -> None:
+        """(Re)start fetching; for an IterableDataset this calls ``iter(dataset)`` again."""
+        if self.init_error is not None:
+            return
+        c = self.config
+        try:
+            self.fetcher = make_fetcher(
+                c.dataset, c.iterable, c.auto_collation, c.collate_fn, c.drop_last
+            )
+            self.stream_error = None
+        except Exception as error:
+            self.stream_error = error
+
+    def failure(self, task: messages.Task, error: BaseException, where: str) -> messages.Failure:
+        remote = RemoteError.capture(
+            error, worker_id=self.config.worker_id, pid=self.pid, indices=task.indices, where=where
+        )
+        return messages.Failure(task.epoch, task.task_id, self.config.worker_id, remote)
+
+    def run_task(self, task: messages.Task) -> None:
+        if self.init_error is not None:
+            self.results.send(self.failure(task, self.init_error, "in worker_init_fn"))
+            return
+        if self.stream_error is not None:
+            self.results.send(
+                self.failure(task, self.stream_error, "starting the dataset's iterator")
+            )
+            return
+        try:
+            arena = self.pool.arena(self.batch_bytes_hint)
+        except Exception as error:  # SharedMemoryError when /dev/shm is full
+            self.results.send(self.failure(task, error, "while reserving shared memory"))
+            return
+        token = batch_allocator.set(arena.allocate if arena is not None else None)
+        try:
+            batch = self.fetcher.fetch(task.indices)
+        except StopIteration:
+            reply: Any = messages.StreamEnd(task.epoch, task.task_id, self.config.worker_id)
+            batch = None
+        except Exception as error:
+            reply, batch = self.failure(task, error, "while loading"), None
+        finally:
+            batch_allocator.reset(token)
+        if batch is None:
+            if arena is not None:
+                self.pool.give_back(arena.segment)
+            self.results.send(reply)
+            return
+        self.send_batch(task, batch, arena)
+
+    def send_batch(self, task: messages.Task, batch: Any, arena: Any) -> None:
+        try:
+            encoded = encode(batch, self.pool, arena)
+        except Exception as error:
+            if arena is not None:
+                self.pool.give_back(arena.segment)
+            self.results.send(self.failure(task, error, "while moving the batch to shared memory"))
+            return
+        self.batch_bytes_hint = max(self.batch_bytes_hint, encoded.used)
+        result = messages.Result(
+            task.epoch, task.task_id, self.config.worker_id, encoded, self.pool.pop_retired()
+        )
+        try:
+            self.results.send(result)
+        except Exception as error:  # an unpicklable non-array leaf, for instance
+            if encoded.segment_name is not None:
+                self.pool.release((encoded.segment_name,))
+            self.results.send(self.failure(task, error, "while sending the batch"))
+
+
+def run_worker(config: WorkerConfig, tasks: Any, results: Any) -> None:
+    """Entry point of a worker process; returns when told to stop or the main process is gone."""
+    # Ctrl-C reaches the whole process group; the main process handles it and stops us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    watchdog = ParentWatchdog(config.main_pid)
+    worker = _Worker(config, results)
+    try:
+        results.send(messages.Ready(config.worker_id, worker.pid))
+        while True:
+            if not tasks.poll(PARENT_CHECK_INTERVAL_S):
+                if not watchdog.parent_alive():
+                    return
+                continue
+            message = tasks.recv()
+            if isinstance(message, messages.Task):
+                worker.run_task(message)
+            elif isinstance(message, messages.Release):
+                worker.pool.release(message.segment_names)
+            elif isinstance(message, messages.Resume):
+                worker.restart_stream()
+            elif isinstance(message, messages.Stop):
+                return
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return  # the main process closed our pipes: it is gone or shutting down
+    finally:
+        worker.pool.close()

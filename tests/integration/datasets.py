@@ -1,0 +1,104 @@
+"""Datasets for the multi-process tests (module-level so that spawn can pickle them)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sys
+import time
+
+import numpy as np
+
+import flowloader as fl
+
+
+class Arrays(fl.Dataset):
+    """Sample i: a float32 image filled with i, its label, a name and a nested dict."""
+
+    def __init__(self, n: int = 23, delay_s: float = 0.0) -> None:
+        self.n, self.delay_s = n, delay_s
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        if self.delay_s:
+            time.sleep(random.random() * self.delay_s)
+        return {
+            "image": np.full((3, 4, 5), i, dtype=np.float32),
+            "label": i,
+            "name": f"sample-{i}",
+            "extra": (np.int16(i), [np.arange(i % 3 + 1)[:1] * 2.0]),
+        }
+
+
+class Stream(fl.IterableDataset):
+    """0..n-1, sharded across workers by get_worker_info() as PyTorch's docs show."""
+
+    def __init__(self, n: int = 20, shard: bool = True) -> None:
+        self.n, self.shard = n, shard
+
+    def __iter__(self):
+        info = fl.get_worker_info()
+        if info is None or not self.shard:
+            return iter(range(self.n))
+        return iter(range(info.id, self.n, info.num_workers))
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class Failing(fl.Dataset):
+    """Sample ``bad`` misbehaves in the way ``how`` says; the rest are fine."""
+
+    def __init__(self, how: str, bad: int = 5, n: int = 16) -> None:
+        self.how, self.bad, self.n = how, bad, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        if i == self.bad:
+            if self.how == "exception":
+                raise ValueError(f"cannot decode sample {i}")
+            if self.how == "keyerror":
+                raise KeyError(i)
+            if self.how == "unbuildable":
+                raise NeedsTwoArguments("a", "b")
+            if self.how == "sys.exit":
+                sys.exit(3)
+            if self.how == "os._exit":
+                os._exit(7)
+            if self.how == "sigkill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            if self.how == "segfault":
+                import ctypes
+
+                ctypes.string_at(0)
+            if self.how == "hang":
+                time.sleep(60)
+        return np.float32(i)
+
+
+class NeedsTwoArguments(Exception):
+    def __init__(self, first: str, second: str) -> None:
+        super().__init__(first, second)
+
+
+class RandomDraws(fl.Dataset):
+    """Each sample draws from the global RNGs (as legacy augmentation code does)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int):
+        return np.array([random.random(), np.random.rand()]), fl.get_worker_info().seed
+
+
+def record_worker_id(worker_id: int) -> None:
+    os.environ["FLOWLOADER_TEST_WORKER"] = str(worker_id)
+
+
+def failing_init(worker_id: int) -> None:
+    raise RuntimeError(f"init failed in {worker_id}")

@@ -1,0 +1,141 @@
+"""Every way an epoch can end leaves no worker, no segment and no descriptor behind (the
+autouse fixture in conftest.py checks that after each test), within a bounded time."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import flowloader as fl
+from flowloader._ipc import shm
+
+from .datasets import Arrays
+
+
+def loader(**kwargs) -> fl.DataLoader:
+    return fl.DataLoader(Arrays(40), batch_size=4, num_workers=2, **kwargs)
+
+
+def test_exhaustion() -> None:
+    assert sum(1 for _ in loader()) == 10
+
+
+def test_break_early() -> None:
+    started = time.monotonic()
+    for i, _ in enumerate(loader()):
+        if i == 2:
+            break
+    assert time.monotonic() - started < 3
+
+
+def test_delete_iterator_mid_epoch() -> None:
+    iterator = iter(loader())
+    next(iterator)
+    del iterator
+
+
+def test_iterator_in_a_reference_cycle_is_collected() -> None:
+    iterator = iter(loader())
+    next(iterator)
+    holder: dict = {"iterator": iterator}
+    holder["self"] = holder
+    del iterator, holder
+    gc.collect()
+
+
+def train(step) -> None:
+    for batch in loader():
+        step(batch)
+
+
+def test_exception_in_the_training_loop() -> None:
+    def step(batch):
+        raise ZeroDivisionError("loss exploded")
+
+    with pytest.raises(ZeroDivisionError):
+        train(step)
+
+
+def test_keyboard_interrupt_in_the_training_loop() -> None:
+    def step(batch):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+
+    with pytest.raises(KeyboardInterrupt):
+        train(step)
+
+
+def test_batches_kept_by_the_consumer_stay_valid_after_shutdown() -> None:
+    kept = list(loader())
+    assert [int(b["label"][0]) for b in kept] == list(range(0, 40, 4))
+    assert float(kept[3]["image"][1, 0, 0, 0]) == 13.0
+    # The segments are already gone from /dev/shm; the memory lives until `kept` goes.
+    assert shm.list_segments(shm.process_prefix()) == []
+
+
+def test_persistent_workers_are_reused_across_epochs() -> None:
+    persistent = loader(persistent_workers=True, shuffle=True, generator=0)
+    pids = []
+    for _ in range(3):
+        labels = sorted(int(i) for b in persistent for i in b["label"])
+        assert labels == list(range(40))
+        pids.append([p.pid for p in persistent._iterator._workers.processes])
+    assert pids[0] == pids[1] == pids[2]
+    del persistent
+
+
+def test_persistent_workers_after_an_early_break() -> None:
+    persistent = loader(persistent_workers=True)
+    for i, _ in enumerate(persistent):
+        if i == 1:
+            break
+    assert sum(len(b["label"]) for b in persistent) == 40
+    del persistent
+
+
+def test_persistent_workers_restart_iterable_streams() -> None:
+    from .datasets import Stream
+
+    persistent = fl.DataLoader(Stream(10), batch_size=3, num_workers=2, persistent_workers=True)
+    for _ in range(2):
+        assert sorted(int(v) for b in persistent for v in b) == list(range(10))
+    del persistent
+
+
+def test_workers_exit_when_the_main_process_dies(tmp_path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import os, sys, time
+        sys.path.insert(0, {os.path.dirname(os.path.dirname(__file__))!r})
+        import flowloader as fl
+        from integration.datasets import Arrays
+        it = iter(fl.DataLoader(Arrays(1000, delay_s=0.01), batch_size=2, num_workers=2))
+        next(it)
+        print(" ".join(str(p.pid) for p in it._workers.processes), flush=True)
+        os._exit(0)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 2, out.stderr
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids)
+    for name in shm.list_segments():
+        assert not name.startswith(f"{shm.NAME_PREFIX}{out.stdout.split()[0]}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

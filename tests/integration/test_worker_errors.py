@@ -1,0 +1,88 @@
+"""Exceptions raised in workers come back with their type, the worker, the indices and the
+worker's traceback; the loader can go on after them, as PyTorch's does."""
+
+from __future__ import annotations
+
+import pytest
+
+import flowloader as fl
+from flowloader.errors import WorkerError
+
+from .datasets import Arrays, Failing, failing_init
+
+
+def test_exception_keeps_type_and_names_worker_indices_and_traceback() -> None:
+    loader = fl.DataLoader(Failing("exception", bad=5), batch_size=4, num_workers=2)
+    iterator = iter(loader)
+    assert next(iterator).tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="cannot decode sample 5") as caught:
+        next(iterator)
+    message = str(caught.value)
+    assert "DataLoader worker 1" in message
+    assert "[4, 5, 6, 7]" in message
+    assert "Traceback" in message
+    assert "in __getitem__" in message
+    # Later batches still arrive.
+    assert next(iterator).tolist() == [8, 9, 10, 11]
+
+
+def test_key_error_message_stays_readable() -> None:
+    loader = fl.DataLoader(Failing("keyerror", bad=0), batch_size=2, num_workers=1)
+    with pytest.raises(KeyError) as caught:
+        next(iter(loader))
+    assert "\\n" not in str(caught.value)
+    assert "DataLoader worker 0" in str(caught.value)
+
+
+def test_exception_that_cannot_be_rebuilt_falls_back_to_worker_error() -> None:
+    loader = fl.DataLoader(Failing("unbuildable", bad=1), batch_size=2, num_workers=1)
+    with pytest.raises(WorkerError, match=r"NeedsTwoArguments.*could not be re-created"):
+        next(iter(loader))
+
+
+def test_collate_fn_errors_are_reported() -> None:
+    def bad_collate(samples):
+        raise TypeError("collate refused")
+
+    loader = fl.DataLoader(Arrays(6), batch_size=3, num_workers=2, collate_fn=bad_collate)
+    with pytest.raises(
+        TypeError, match=r"collate refused[\s\S]*\[0, 1, 2\]|\[0, 1, 2\][\s\S]*collate refused"
+    ):
+        next(iter(loader))
+
+
+def test_getitems_errors_are_reported() -> None:
+    class Batched(fl.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitems__(self, indices):
+            raise OSError(f"read failed for {indices}")
+
+    loader = fl.DataLoader(Batched(), batch_size=2, num_workers=1)
+    with pytest.raises(OSError, match=r"read failed for \[0, 1\]"):
+        next(iter(loader))
+
+
+def test_worker_init_fn_errors_are_reported() -> None:
+    loader = fl.DataLoader(Arrays(4), batch_size=2, num_workers=2, worker_init_fn=failing_init)
+    with pytest.raises(
+        RuntimeError,
+        match=r"init failed in 0[\s\S]*worker_init_fn|worker_init_fn[\s\S]*init failed in 0",
+    ):
+        next(iter(loader))
+
+
+def test_unpicklable_batch_leaf_is_reported() -> None:
+    def collate_with_lambda(samples):
+        return lambda: samples
+
+    loader = fl.DataLoader(Arrays(4), batch_size=2, num_workers=1, collate_fn=collate_with_lambda)
+    with pytest.raises(Exception, match="while sending the batch"):
+        next(iter(loader))
+
+
+def test_non_array_leaves_travel_too() -> None:
+    loader = fl.DataLoader(Arrays(4), batch_size=2, num_workers=2)
+    batch = next(iter(loader))
+    assert batch["name"] == ["sample-0", "sample-1"]

@@ -1,0 +1,160 @@
+"""The wire, without processes: batch tree, shared-memory codec, segment pool, remote errors."""
+
+from __future__ import annotations
+
+import collections
+import gc
+import pickle
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+from flowloader._ipc import shm, tree
+from flowloader._ipc.batch_codec import SegmentCache, decode, encode
+from flowloader._ipc.remote_error import RemoteError
+from flowloader._ipc.segment_pool import Arena, SegmentPool
+from flowloader.collate import batch_allocator, default_collate
+from flowloader.errors import WorkerError
+
+
+class Pair(NamedTuple):
+    a: object
+    b: object
+
+
+@pytest.fixture
+def pool():
+    prefix = f"{shm.process_prefix()}unit_"
+    segments = SegmentPool(prefix)
+    yield segments
+    segments.close()
+    assert shm.list_segments(prefix) == []
+
+
+def sample_batch():
+    return {
+        "x": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "y": [np.array([1, 2], np.int64), "text", 3],
+        "pair": Pair(np.zeros((0, 2)), np.array(7, np.uint8)),
+        "ordered": collections.OrderedDict(k=np.ones(2, bool)),
+        "objects": np.array([None, 1], dtype=object),
+        "strided": np.arange(20, dtype=np.int32)[::2],
+    }
+
+
+def assert_same(a, b) -> None:
+    assert type(a) is type(b)
+    if isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype
+        assert a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+    elif isinstance(a, dict):
+        assert list(a) == list(b)
+        for key in a:
+            assert_same(a[key], b[key])
+    elif isinstance(a, (list, tuple)):
+        for u, v in zip(a, b, strict=True):
+            assert_same(u, v)
+    else:
+        assert a == b
+
+
+def test_tree_split_and_join_round_trip() -> None:
+    batch = sample_batch()
+    structure, leaves = tree.split(batch)
+    assert len(leaves) == 6  # the object array stays in the structure
+    structure = pickle.loads(pickle.dumps(structure))
+    assert_same(tree.join(structure, leaves), batch)
+
+
+def test_encode_decode_round_trip_and_release(pool) -> None:
+    batch = sample_batch()
+    encoded = encode(batch, pool, arena=None)
+    assert encoded.segment_name is not None
+    cache, dropped = SegmentCache(), []
+    decoded = decode(pickle.loads(pickle.dumps(encoded)), cache, dropped.append)
+    assert_same(decoded, batch)
+    assert decoded["x"].base is decoded["strided"].base
+    assert dropped == []
+    del decoded
+    gc.collect()
+    assert dropped == [encoded.segment_name]
+    cache.close()
+
+
+def test_collate_writes_straight_into_the_arena(pool) -> None:
+    samples = [(np.full((2, 3), i, np.float32), i) for i in range(4)]
+    arena = Arena(pool.take(1 << 16))
+    token = batch_allocator.set(arena.allocate)
+    try:
+        batch = default_collate(samples)
+    finally:
+        batch_allocator.reset(token)
+    assert arena.offset_of(batch[0]) == 0  # stacked in place, not copied
+    encoded = encode(batch, pool, arena)
+    assert encoded.segment_name == arena.segment.name
+    assert encoded.leaves[0].offset == 0
+
+
+def test_arena_overflow_moves_the_batch_to_a_bigger_segment(pool) -> None:
+    small = Arena(pool.take(16))
+    big = np.ones(1 << 21, np.uint8)
+    encoded = encode([big], pool, small)
+    assert encoded.segment_name != small.segment.name
+    assert encoded.capacity >= big.nbytes
+
+
+def test_batch_without_arrays_needs_no_segment(pool) -> None:
+    encoded = encode(["a", 1], pool, Arena(pool.take(10)))
+    assert encoded.segment_name is None
+    assert decode(encoded, SegmentCache(), lambda name: None) == ["a", 1]
+
+
+def test_pool_reuses_released_segments(pool) -> None:
+    first = pool.take(1000)
+    pool.release((first.name,))
+    assert pool.take(500) is first
+    assert pool.segment_count == 1
+
+
+def test_pool_retires_free_segments_that_are_too_small(pool) -> None:
+    small = pool.take(10)
+    pool.release((small.name,))
+    bigger = pool.take(small.capacity + 1)
+    assert bigger is not small
+    assert pool.pop_retired() == (small.name,)
+    assert pool.segment_count == 1
+    assert small.name not in shm.list_segments()
+
+
+def test_remote_error_rebuilds_type_and_names_context() -> None:
+    try:
+        raise ValueError("bad pixel")
+    except ValueError as error:
+        remote = RemoteError.capture(
+            error, worker_id=3, pid=42, indices=[7, 8], where="while loading"
+        )
+    rebuilt = pickle.loads(pickle.dumps(remote)).rebuild()
+    assert type(rebuilt) is ValueError
+    message = str(rebuilt)
+    assert "worker 3 (pid 42)" in message
+    assert "[7, 8]" in message
+    assert "bad pixel" in message
+    assert "Traceback" in message
+
+
+def test_remote_error_fallbacks() -> None:
+    class Local(Exception):  # a local class cannot be pickled by reference
+        pass
+
+    remote = RemoteError.capture(Local("x"), worker_id=0, pid=1, indices=None, where="w")
+    assert type(remote.rebuild()) is WorkerError
+    keyed = RemoteError.capture(KeyError("k"), worker_id=0, pid=1, indices=[1], where="w")
+    assert repr(keyed.rebuild().args[0]).startswith("Caught KeyError")
+
+
+def test_free_space_check() -> None:
+    shm.check_free_space(1)
+    with pytest.raises(Exception, match="shm-size"):
+        shm.check_free_space(1 << 62)
