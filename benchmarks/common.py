@@ -1,0 +1,101 @@
+"""Shared helpers for the side-by-side benchmarks: timing, medians, environment, reporting."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def environment() -> dict[str, Any]:
+    """What a figure was measured on."""
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "cpus": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "machine": platform.machine(),
+    }
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+    except ImportError:
+        info["torch"] = None
+    return info
+
+
+def loaders() -> dict[str, Any]:
+    """The DataLoader classes to compare: flowloader's, and torch's when it is installed."""
+    import flowloader
+
+    found = {"flowloader": flowloader.DataLoader}
+    try:
+        import torch.utils.data
+
+        found["torch"] = torch.utils.data.DataLoader
+    except ImportError:
+        print("torch is not installed: measuring flowloader alone", file=sys.stderr)
+    return found
+
+
+def alternate(runs: int, measure: dict[str, Callable[[], float]]) -> dict[str, list[float]]:
+    """Run each measurement ``runs`` times, interleaved, so drift hits both sides alike."""
+    results: dict[str, list[float]] = {name: [] for name in measure}
+    for _ in range(runs):
+        for name, fn in measure.items():
+            results[name].append(fn())
+    return results
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def report(title: str, unit: str, results: dict[str, list[float]], higher_is_better: bool) -> dict:
+    """Print a small table with medians and the flowloader/torch ratio; return a record."""
+    medians = {name: median(values) for name, values in results.items()}
+    print(f"\n{title}")
+    for name, values in results.items():
+        shown = ", ".join(f"{v:.3g}" for v in values)
+        print(f"  {name:<11} median {medians[name]:.4g} {unit}   (runs: {shown})")
+    record: dict[str, Any] = {"title": title, "unit": unit, "medians": medians, "runs": results}
+    if "torch" in medians and medians["torch"] > 0:
+        ratio = medians["flowloader"] / medians["torch"]
+        if not higher_is_better:
+            ratio = 1 / ratio
+        record["speedup_vs_torch"] = ratio
+        better = "higher" if higher_is_better else "lower"
+        print(f"  flowloader is {ratio:.2f}x torch ({better} is better)")
+    return record
+
+
+def side_by_side(
+    title: str, unit: str, runs: int, measure: Callable[[Any], float], higher_is_better: bool
+) -> dict:
+    """``measure(loader_class)`` for every loader, interleaved ``runs`` times, then reported."""
+    measures = {name: (lambda cls=cls: measure(cls)) for name, cls in loaders().items()}
+    return report(title, unit, alternate(runs, measures), higher_is_better)
+
+
+def write_json(path: str | None, records: list[dict]) -> None:
+    if path:
+        with open(path, "w") as out:
+            json.dump({"environment": environment(), "results": records}, out, indent=2)
+
+
+class Stopwatch:
+    def __enter__(self) -> Stopwatch:
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.start
