@@ -66,6 +66,8 @@ class Failing(fl.Dataset):
                 raise KeyError(i)
             if self.how == "unbuildable":
                 raise NeedsTwoArguments("a", "b")
+            if self.how == "base-exception":
+                raise Escaping("not an Exception: escapes the worker loop")
             if self.how == "sys.exit":
                 sys.exit(3)
             if self.how == "os._exit":
@@ -81,6 +83,10 @@ class Failing(fl.Dataset):
         return np.float32(i)
 
 
+class Escaping(BaseException):
+    pass
+
+
 class NeedsTwoArguments(Exception):
     def __init__(self, first: str, second: str) -> None:
         super().__init__(first, second)
@@ -94,6 +100,18 @@ class RandomDraws(fl.Dataset):
 
     def __getitem__(self, i: int):
         return np.array([random.random(), np.random.rand()]), fl.get_worker_info().seed
+
+
+class TorchDraws(fl.Dataset):
+    """Each sample draws from torch's global RNG (needs torch)."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int):
+        import torch
+
+        return float(torch.rand(1))
 
 
 def record_worker_id(worker_id: int) -> None:

@@ -13,6 +13,7 @@ from flowloader.errors import LoaderTimeoutError, WorkerCrashedError
 from .datasets import Failing
 
 CRASHES = {
+    "base-exception": "exit code 1",
     "sys.exit": "exit code 3",
     "os._exit": "exit code 7",
     "sigkill": "signal SIGKILL",

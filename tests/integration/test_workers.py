@@ -48,6 +48,31 @@ def test_workers_draw_different_numbers_and_seeds_reproduce() -> None:
     assert draws(1) != first
 
 
+@pytest.mark.torch
+def test_torch_is_seeded_per_worker_when_imported() -> None:
+    pytest.importorskip("torch")
+    from .datasets import TorchDraws
+
+    def run(seed):
+        return list(fl.DataLoader(TorchDraws(), batch_size=None, num_workers=2, generator=seed))
+
+    first = run(5)
+    assert first[0] != first[1]  # samples 0 and 1 come from different workers
+    assert run(5) == first
+
+
+def test_pool_of_segments_stays_bounded_when_batches_are_dropped() -> None:
+    from flowloader._ipc import shm
+
+    loader = fl.DataLoader(Arrays(400), batch_size=4, num_workers=2)
+    counts = []
+    for i, _ in enumerate(loader):
+        if i % 20 == 19:
+            counts.append(len(shm.list_segments(shm.process_prefix())))
+    assert max(counts) <= 12, counts  # in flight + held + in transit, per worker
+    assert counts[-1] <= counts[1], counts  # no growth once warm
+
+
 def test_worker_info_and_init_fn() -> None:
     class Info(fl.Dataset):
         def __len__(self):
