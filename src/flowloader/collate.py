@@ -23,7 +23,13 @@ import numpy as np
 
 from ._compat import torch as _torch
 
-__all__ = ["collate", "default_collate", "default_collate_fn_map", "default_convert"]
+__all__ = [
+    "CollatedSamples",
+    "collate",
+    "default_collate",
+    "default_collate_fn_map",
+    "default_convert",
+]
 
 CollateFn = Callable[..., Any]
 
@@ -127,6 +133,30 @@ default_collate_fn_map: dict[type | tuple[type, ...], CollateFn] = {
 }
 
 
+class CollatedSamples(collections.abc.Sequence):
+    """Samples that a dataset's ``__getitems__`` has already stacked into columns.
+
+    ``default_collate`` returns the columns as they are (the list it would have built from
+    tuple samples) instead of taking the batch apart and stacking it again. Any other
+    ``collate_fn`` sees an ordinary sequence: ``sample_fn(i)`` builds sample ``i``.
+    """
+
+    def __init__(self, columns: tuple[Any, ...], sample_fn: Callable[[int], Any]) -> None:
+        self.columns = columns
+        self._sample_fn = sample_fn
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self._sample_fn(i) for i in range(len(self))[index]]
+        return self._sample_fn(range(len(self))[index])
+
+    def collated(self) -> list[Any]:
+        return list(self.columns)
+
+
 def _lookup(elem: Any, collate_fn_map: dict) -> CollateFn | None:
     elem_type = type(elem)
     if elem_type in collate_fn_map:
@@ -141,6 +171,8 @@ def _lookup(elem: Any, collate_fn_map: dict) -> CollateFn | None:
 
 def collate(batch: list[Any], *, collate_fn_map: dict | None = None) -> Any:
     """Collate ``batch`` (a list of samples), dispatching on the type of ``batch[0]``."""
+    if isinstance(batch, CollatedSamples):
+        return batch.collated()
     return _collate(batch, collate_fn_map or {}, ())
 
 
@@ -232,6 +264,8 @@ def default_collate(batch: list[Any]) -> Any:
     [array([[0., 0.],
            [1., 1.]], dtype=float32), array([1, 0])]
     """
+    if isinstance(batch, CollatedSamples):
+        return batch.collated()
     return _collate(batch, default_collate_fn_map, ())
 
 
