@@ -13,16 +13,10 @@ import random
 import numpy as np
 from PIL import Image
 
+from flowloader.vision.datasets.fake import natural_image
+
 MEAN = np.array([0.485, 0.456, 0.406], np.float32).reshape(3, 1, 1)
 STD = np.array([0.229, 0.224, 0.225], np.float32).reshape(3, 1, 1)
-
-
-def natural_image(rng: np.random.Generator, width: int, height: int) -> Image.Image:
-    """Smooth colour fields plus fine noise: compresses and decodes like a photograph."""
-    coarse = rng.random((height // 16 + 1, width // 16 + 1, 3)) * 255
-    image = Image.fromarray(coarse.astype(np.uint8)).resize((width, height), Image.BICUBIC)
-    pixels = np.asarray(image, dtype=np.int16) + rng.integers(-12, 12, (height, width, 3))
-    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
 
 
 def make_jpeg_folder(root: str, count: int, size: tuple[int, int] = (500, 375)) -> list[str]:

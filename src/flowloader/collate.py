@@ -26,6 +26,7 @@ from ._compat import torch as _torch
 __all__ = [
     "CollatedSamples",
     "collate",
+    "empty_batch_array",
     "default_collate",
     "default_collate_fn_map",
     "default_convert",
@@ -78,6 +79,15 @@ def _check_equal_shapes(batch: list[Any], what: str) -> None:
 batch_allocator: contextvars.ContextVar[Callable[..., np.ndarray | None] | None] = (
     contextvars.ContextVar("flowloader_batch_allocator", default=None)
 )
+
+
+def empty_batch_array(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """An uninitialised array for a batch being built. Inside a DataLoader worker it lies in
+    the shared memory the batch will travel in, so filling it is the only copy; elsewhere it
+    is ``np.empty``. For datasets that assemble whole batches in ``__getitems__``."""
+    allocate = batch_allocator.get()
+    out = allocate(tuple(shape), dtype) if allocate is not None else None
+    return np.empty(shape, dtype) if out is None else out
 
 
 def collate_numpy_array_fn(batch: list[np.ndarray], *, collate_fn_map: Any = None) -> np.ndarray:

@@ -64,13 +64,17 @@ def test_torch_is_seeded_per_worker_when_imported() -> None:
 def test_pool_of_segments_stays_bounded_when_batches_are_dropped() -> None:
     from flowloader._ipc import shm
 
-    loader = fl.DataLoader(Arrays(400), batch_size=4, num_workers=2)
-    counts = []
+    loader = fl.DataLoader(Arrays(800), batch_size=4, num_workers=2)
+    live, created = [], set()
     for i, _ in enumerate(loader):
-        if i % 20 == 19:
-            counts.append(len(shm.list_segments(shm.process_prefix())))
-    assert max(counts) <= 12, counts  # in flight + held + in transit, per worker
-    assert counts[-1] <= counts[1], counts  # no growth once warm
+        if i % 10 == 9:
+            names = shm.list_segments(shm.process_prefix())
+            live.append(len(names))
+            created.update(names)
+    # 200 batches went through: segments are reused, not made per batch. A worker's working
+    # set is what it has in flight, what the consumer holds and releases still in transit.
+    assert max(live) <= 12, live
+    assert len(created) <= 16, sorted(created)
 
 
 def test_worker_info_and_init_fn() -> None:

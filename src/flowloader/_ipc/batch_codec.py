@@ -10,19 +10,24 @@ from typing import Any
 import numpy as np
 
 from . import tree
+from .messages import Wire
 from .segment_pool import Arena, SegmentPool
 from .shm import Segment, aligned
 
 
 @dataclass(frozen=True)
-class LeafRef:
+class LeafRef(Wire):
     offset: int
     shape: tuple[int, ...]
-    dtype: np.dtype
+    dtype: Any  # a dtype string such as '<f4' (cheap to pickle), or a structured np.dtype
+
+
+def _portable_dtype(dtype: np.dtype) -> Any:
+    return dtype.str if dtype.fields is None else dtype
 
 
 @dataclass(frozen=True)
-class EncodedBatch:
+class EncodedBatch(Wire):
     """A batch's structure plus where its arrays lie; small enough for a pipe."""
 
     structure: Any
@@ -47,7 +52,9 @@ def encode(batch: Any, pool: SegmentPool, arena: Arena | None) -> EncodedBatch:
         arena = Arena(pool.take(sum(aligned(a.nbytes) for a in arrays)))
         offsets = _place_in_arena(arrays, arena)
         assert offsets is not None, "a segment sized for the batch must hold it"
-    refs = tuple(LeafRef(o, a.shape, a.dtype) for o, a in zip(offsets, arrays, strict=True))
+    refs = tuple(
+        LeafRef(o, a.shape, _portable_dtype(a.dtype)) for o, a in zip(offsets, arrays, strict=True)
+    )
     segment = arena.segment
     return EncodedBatch(structure, segment.name, segment.capacity, arena.used, refs)
 
@@ -96,12 +103,11 @@ def decode(encoded: EncodedBatch, cache: SegmentCache, on_drop: Callable[[str], 
         return tree.join(encoded.structure, [])
     segment = cache.get(encoded.segment_name, encoded.capacity)
     region = np.frombuffer(segment.mapping, dtype=np.uint8, count=encoded.used)
-    arrays = [
-        region[ref.offset : ref.offset + ref.dtype.itemsize * _count(ref.shape)]
-        .view(ref.dtype)
-        .reshape(ref.shape)
-        for ref in encoded.leaves
-    ]
+    arrays = []
+    for ref in encoded.leaves:
+        dtype = np.dtype(ref.dtype)
+        end = ref.offset + dtype.itemsize * _count(ref.shape)
+        arrays.append(region[ref.offset : end].view(dtype).reshape(ref.shape))
     # Every array's base is `region`, so it dies with the last of them.
     weakref.finalize(region, on_drop, encoded.segment_name)
     return tree.join(encoded.structure, arrays)

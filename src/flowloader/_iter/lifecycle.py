@@ -9,7 +9,6 @@ import collections
 import contextlib
 import itertools
 import multiprocessing
-import multiprocessing.connection
 import os
 import signal
 import time
@@ -17,6 +16,7 @@ from typing import Any
 
 from .._ipc import messages, shm
 from .._ipc.batch_codec import SegmentCache
+from .._ipc.poller import Poller
 from .._plan import LoadPlan
 from .._worker.loop import WorkerConfig, run_worker
 
@@ -58,6 +58,7 @@ class WorkerGroup:
         self.cache = SegmentCache()
         # Names of segments whose batch the consumer dropped; appended by GC finalizers.
         self.dropped: collections.deque[str] = collections.deque()
+        self.pending_releases: dict[int, list[str]] = collections.defaultdict(list)
         self.processes: list[Any] = []
         self.task_conns: list[Any] = []
         self.result_conns: list[Any] = []
@@ -68,6 +69,11 @@ class WorkerGroup:
         except BaseException:
             self.shutdown()
             raise
+        self._worker_of = {id(c): i for i, c in enumerate(self.result_conns)}
+        self._worker_of.update({p.sentinel: i for i, p in enumerate(self.processes)})
+        sentinels = [p.sentinel for p in self.processes]
+        self._poller = Poller([*self.result_conns, *sentinels])
+        self._pipe_pollers = [Poller([conn]) for conn in self.result_conns]
 
     def _start_worker(
         self, context: Any, plan: LoadPlan, worker_id: int, base_seed: int, epoch: int
@@ -112,39 +118,56 @@ class WorkerGroup:
     def owner_of(self, segment_name: str) -> int:
         return int(segment_name[len(self.prefix) + 1 :].split("_", 1)[0])
 
-    def send_releases(self) -> None:
-        """Tell workers which of their segments the consumer has dropped."""
-        if not self.dropped:
-            return
-        by_worker: dict[int, list[str]] = collections.defaultdict(list)
+    def collect_dropped(self) -> None:
+        """Sort the segments the consumer dropped by owning worker, ready to be released."""
         while self.dropped:
             name = self.dropped.popleft()
-            by_worker[self.owner_of(name)].append(name)
-        for worker_id, names in by_worker.items():
-            self.send(worker_id, messages.Release(tuple(names)))
+            self.pending_releases[self.owner_of(name)].append(name)
+
+    def send_task(self, worker_id: int, task: messages.Task) -> None:
+        """Send a task, carrying the worker's pending releases with it."""
+        names = self.pending_releases.pop(worker_id, None)
+        if names:
+            task = messages.Task(task.epoch, task.task_id, task.indices, tuple(names))
+        self.send(worker_id, task)
+
+    def send_releases(self) -> None:
+        """Release what no task carried, so no worker waits for its segments."""
+        self.collect_dropped()
+        for worker_id, names in list(self.pending_releases.items()):
+            if names:
+                self.send(worker_id, messages.Release(tuple(names)))
+        self.pending_releases.clear()
 
     def receive(self, timeout: float | None) -> tuple[list[Any], list[int]]:
-        """Wait up to ``timeout`` for messages; returns (messages, ids of workers that died)."""
-        sentinels = {p.sentinel: i for i, p in enumerate(self.processes)}
-        conns = {id(c): i for i, c in enumerate(self.result_conns)}
-        ready = multiprocessing.connection.wait([*self.result_conns, *sentinels], timeout)
-        received: list[Any] = []
-        dead: set[int] = set()
-        for handle in ready:
-            if isinstance(handle, int):
-                dead.add(sentinels[handle])
-            elif not self._drain(conns[id(handle)], received):
-                dead.add(conns[id(handle)])
-        for worker_id in sorted(dead):
-            self._drain(worker_id, received)  # what it sent before dying is still valid
-            self.processes[worker_id].join(0.5)  # an EOF can come just before the exit
-        return received, sorted(dead)
+        """Wait up to ``timeout`` for messages; returns (messages, ids of workers that died).
 
-    def _drain(self, worker_id: int, into: list[Any]) -> bool:
-        """Read every pending message of a worker; False once its pipe is closed."""
-        conn = self.result_conns[worker_id]
+        Waits on the result pipes and the process sentinels together, so a death wakes us
+        as fast as a message does.
+        """
+        received: list[Any] = []
+        died: set[int] = set()
+        for handle in self._poller.ready(timeout):
+            if isinstance(handle, int):
+                died.add(self._worker_of[handle])
+            elif not self._drain(self._worker_of[id(handle)], received, known_ready=True):
+                died.add(self._worker_of[id(handle)])
+        return received, self._settle(sorted(died), received)
+
+    def _settle(self, dead: list[int], received: list[Any]) -> list[int]:
+        """Read what dead workers sent before dying (still valid) and reap them."""
+        for worker_id in dead:
+            self._drain(worker_id, received)
+            self.processes[worker_id].join(0.5)  # an EOF can come just before the exit
+        return dead
+
+    def _drain(self, worker_id: int, into: list[Any], known_ready: bool = False) -> bool:
+        """Read the pending messages of a worker; False once its pipe is closed."""
+        conn, poller = self.result_conns[worker_id], self._pipe_pollers[worker_id]
         try:
-            while conn.poll():
+            if known_ready:
+                into.append(conn.recv())
+            while poller.ready(0):
                 into.append(conn.recv())
         except (EOFError, OSError):
             return False

@@ -71,7 +71,7 @@ class MultiProcessIterator(BaseIterator):
             except StopIteration:
                 return
             task_id = self._dispatcher.assign(worker, indices)
-            self._workers.send(worker, messages.Task(self._epoch, task_id, indices))
+            self._workers.send_task(worker, messages.Task(self._epoch, task_id, indices))
 
     def _next_data(self) -> Any:
         if self._epoch_done or self.closed:
@@ -79,16 +79,17 @@ class MultiProcessIterator(BaseIterator):
         timeout = self._plan.timeout
         deadline = time.monotonic() + timeout if timeout > 0 else None
         while True:
-            self._workers.send_releases()
+            self._workers.collect_dropped()
             found, item = self._reorder.pop()
             if found:
-                self._fill()
+                self._fill()  # releases ride along with the tasks
                 if isinstance(item, messages.Failure):
                     raise item.error.rebuild()
                 return item
             if self._dispatcher.idle():
                 self._end_epoch()
                 raise StopIteration
+            self._workers.send_releases()  # about to wait: let no worker wait for segments
             self._collect(deadline)
 
     def _end_epoch(self) -> None:

@@ -17,6 +17,7 @@ from .. import _seed
 from .._fetch import make_fetcher
 from .._ipc import messages
 from .._ipc.batch_codec import encode
+from .._ipc.poller import Poller
 from .._ipc.remote_error import RemoteError
 from .._ipc.segment_pool import SegmentPool
 from ..collate import batch_allocator
@@ -142,15 +143,17 @@ def run_worker(config: WorkerConfig, tasks: Any, results: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     watchdog = ParentWatchdog(config.main_pid)
     worker = _Worker(config, results)
+    incoming = Poller([tasks])
     try:
         results.send(messages.Ready(config.worker_id, worker.pid))
         while True:
-            if not tasks.poll(PARENT_CHECK_INTERVAL_S):
+            if not incoming.ready(PARENT_CHECK_INTERVAL_S):
                 if not watchdog.parent_alive():
                     return
                 continue
             message = tasks.recv()
             if isinstance(message, messages.Task):
+                worker.pool.release(message.releases)
                 worker.run_task(message)
             elif isinstance(message, messages.Release):
                 worker.pool.release(message.segment_names)

@@ -39,8 +39,17 @@ def apply_batch(transform: Any, pixels: np.ndarray) -> np.ndarray:
     steps = list(getattr(transform, "transforms", [transform]))
     draws = _draw_per_sample(steps, len(pixels))
     batch = ImageBatch(pixels, "pil")
-    for position, step in enumerate(steps):
+    position = 0
+    while position < len(steps):
+        step = steps[position]
+        following = steps[position + 1] if position + 1 < len(steps) else None
+        fused = getattr(step, "fuse_batch", None)
+        if fused is not None and following is not None and fused(batch, following):
+            batch = step.apply_fused(batch, following)
+            position += 2
+            continue
         batch = step.apply_batch(batch, draws.get(position))
+        position += 1
     return batch.array
 
 

@@ -1,0 +1,90 @@
+"""The seed's MNIST example, flowloader against torch.utils.data + torchvision.
+
+MNIST (60,000 generated 28x28 digits in the real IDX format) +
+Compose([ToTensor(), Normalize((0.1307,), (0.3081,))]), batch_size=64, shuffle=True, one
+epoch per run; samples/s at each worker count. Both libraries read the same files. Needs
+torchvision for the comparison (a separate environment: see benchmarks/RESULTS.md).
+
+    python -m benchmarks.mnist [--workers 0,2] [--runs 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from .common import environment, report, write_json
+
+
+def flowloader_epoch(root: str, workers: int) -> float:
+    import flowloader as fl
+    from flowloader.vision import datasets, transforms
+
+    transform = transforms.Compose(
+        [transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))]
+    )
+    ds = datasets.MNIST(root, train=True, transform=transform)
+    return _epoch(fl.DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers), len(ds))
+
+
+def torch_epoch(root: str, workers: int) -> float:
+    import torch.utils.data
+    from torchvision import datasets, transforms
+
+    transform = transforms.Compose(
+        [transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))]
+    )
+    ds = datasets.MNIST(root, train=True, transform=transform)
+    loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers)
+    return _epoch(loader, len(ds))
+
+
+def _epoch(loader, size: int) -> float:
+    start = time.perf_counter()
+    seen = 0
+    for images, _ in loader:
+        seen += len(images)
+    assert seen == size
+    return seen / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", default="0,2")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--data", default=os.path.join(tempfile.gettempdir(), "flowloader-bench-mnist")
+    )
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    print(environment())
+    from flowloader.vision.datasets import make_mnist
+
+    if not os.path.isdir(os.path.join(args.data, "MNIST", "raw")):
+        print(f"writing 60,000 MNIST-format digits to {args.data} ...")
+        make_mnist(args.data, train_size=60000, test_size=10000)
+    try:
+        import torchvision  # noqa: F401
+
+        sides = {"flowloader": flowloader_epoch, "torch": torch_epoch}
+    except ImportError:
+        print("torchvision is not importable: measuring flowloader alone")
+        sides = {"flowloader": flowloader_epoch}
+    records = []
+    for workers in (int(w) for w in args.workers.split(",")):
+        results: dict[str, list[float]] = {name: [] for name in sides}
+        for _ in range(args.runs):
+            for name, epoch in sides.items():
+                results[name].append(epoch(args.data, workers))
+        records.append(
+            report(
+                f"MNIST epoch, batch 64, shuffle, num_workers={workers}", "samples/s", results, True
+            )
+        )
+    write_json(args.json, records)
+
+
+if __name__ == "__main__":
+    main()

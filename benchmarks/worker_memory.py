@@ -1,0 +1,137 @@
+"""Worker memory: do forked workers copy the dataset's sample list as they read it?
+
+Hypothesis (pytorch#13246): a Python list of (path, class) tuples is copied page by page into
+every worker, because reading an object writes its reference count. DatasetFolder's NumPy
+sample table has no per-sample objects, so the pages stay shared.
+
+Two million generated entries (no files), a dataset that only looks its entries up, batch 256,
+num_workers=2, one epoch; summed PSS of the main process and the workers, from
+/proc/<pid>/smaps_rollup, after the first batch and before the last.
+
+    python -m benchmarks.worker_memory [--entries 2000000] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+from .common import environment, write_json
+
+ENTRY = "/datasets/imagenet/train/n{cls:08d}/n{cls:08d}_{i:07d}.JPEG"
+
+
+def entries(count: int):
+    return ((ENTRY.format(cls=i % 1000, i=i), i % 1000) for i in range(count))
+
+
+class Lookup:
+    """Sample i: the length of its path and its class; touches only the sample storage."""
+
+    def __init__(self, samples) -> None:
+        self.samples = samples
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int):
+        path, target = self.samples[i]
+        return len(path), target
+
+
+def pss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/smaps_rollup") as rollup:
+        for line in rollup:
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def total_pss(iterator) -> int:
+    workers = iterator._workers
+    processes = workers.processes if hasattr(workers, "processes") else workers  # ours / torch's
+    return sum(pss_bytes(pid) for pid in [os.getpid(), *(p.pid for p in processes)])
+
+
+def epoch_growth(loader_class, samples) -> tuple[int, int]:
+    loader = loader_class(Lookup(samples), batch_size=256, num_workers=2)
+    iterator = iter(loader)
+    total = len(loader)
+    next(iterator)
+    start = end = total_pss(iterator)
+    for index, _ in enumerate(iterator, start=2):
+        if index == total:
+            end = total_pss(iterator)
+    del iterator
+    return start, end
+
+
+RUNS = {
+    "flowloader + NumPy sample table (DatasetFolder)": ("flowloader", "table"),
+    "flowloader + Python list": ("flowloader", "list"),
+    "torch + Python list (torchvision's storage)": ("torch", "list"),
+    "torch + NumPy sample table": ("torch", "table"),
+}
+
+
+def measure(name: str, count: int) -> dict:
+    """One configuration; run in a fresh process so that runs do not disturb each other
+    (importing torch alone changes what the workers touch)."""
+    library, storage = RUNS[name]
+    if library == "torch":
+        from torch.utils.data import DataLoader
+    else:
+        from flowloader import DataLoader
+    from flowloader.vision.datasets.folder import SampleTable
+
+    samples = SampleTable(entries(count)) if storage == "table" else list(entries(count))
+    start, end = epoch_growth(DataLoader, samples)
+    return {
+        "run": name,
+        "start_bytes": start,
+        "end_bytes": end,
+        "growth_percent": (end - start) / start * 100,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=2_000_000)
+    parser.add_argument("--json")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one, args.entries)))
+        return
+    print(environment())
+    print(f"\n{args.entries:,} entries, batch 256, num_workers=2: summed PSS over one epoch")
+    records = []
+    for name, (library, _) in RUNS.items():
+        if library == "torch" and importlib.util.find_spec("torch") is None:
+            continue
+        command = [
+            sys.executable,
+            "-m",
+            "benchmarks.worker_memory",
+            "--one",
+            name,
+            "--entries",
+            str(args.entries),
+        ]
+        record = json.loads(
+            subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        )
+        start, end = record["start_bytes"] / 2**20, record["end_bytes"] / 2**20
+        print(
+            f"  {name:<48} {start:6.0f} MiB -> {end:6.0f} MiB  ({record['growth_percent']:+.1f}%)"
+        )
+        records.append(record)
+    write_json(args.json, records)
+
+
+if __name__ == "__main__":
+    main()
