@@ -86,6 +86,18 @@ def side_by_side(
     return report(title, unit, alternate(runs, measures), higher_is_better)
 
 
+def markdown(record: dict, value_format: str = "{:.3g}") -> str:
+    """A side_by_side record as a Markdown table with its ratio."""
+    lines = ["| loader | median | runs |", "| --- | ---: | --- |"]
+    for name, values in record["runs"].items():
+        shown = ", ".join(value_format.format(v) for v in values)
+        value = value_format.format(record["medians"][name])
+        lines.append(f"| {name} | {value} {record['unit']} | {shown} |")
+    if "speedup_vs_torch" in record:
+        lines.append(f"| **ratio** | **{record['speedup_vs_torch']:.2f}x** | |")
+    return "\n".join(lines)
+
+
 def write_json(path: str | None, records: list[dict]) -> None:
     if path:
         with open(path, "w") as out:

@@ -14,7 +14,7 @@ import os
 import tempfile
 import time
 
-from .common import environment, side_by_side, write_json
+from .common import environment, markdown, side_by_side, write_json
 from .imagenet_like import JpegTrainDataset, make_jpeg_folder
 
 
@@ -26,6 +26,21 @@ def seconds_to_first_batch(loader_class, dataset, workers: int) -> float:
     elapsed = time.perf_counter() - start
     del iterator
     return elapsed
+
+
+def section(quick: bool = False) -> str:
+    dataset = JpegTrainDataset(
+        make_jpeg_folder(os.path.join(tempfile.gettempdir(), "flowloader-bench-jpeg"), 256)
+    )
+    dataset[0]
+    record = side_by_side(
+        "time to first batch",
+        "s",
+        3 if quick else 7,
+        lambda cls: seconds_to_first_batch(cls, dataset, 2),
+        higher_is_better=False,
+    )
+    return markdown(record, "{:.3f}") + "\n\n(ratio: how many times faster flowloader is)"
 
 
 def main() -> None:

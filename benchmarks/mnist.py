@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 
-from .common import environment, report, write_json
+from .common import environment, median, report, write_json
 
 
 def flowloader_epoch(root: str, workers: int) -> float:
@@ -48,6 +48,26 @@ def _epoch(loader, size: int) -> float:
         seen += len(images)
     assert seen == size
     return seen / (time.perf_counter() - start)
+
+
+def section(quick: bool = False) -> str:
+    from flowloader.vision.datasets import make_mnist
+
+    root = os.path.join(tempfile.gettempdir(), "flowloader-bench-mnist")
+    if not os.path.isdir(os.path.join(root, "MNIST", "raw")):
+        make_mnist(root, train_size=60000, test_size=10000)
+    lines = [
+        "| num_workers | flowloader samples/s | torch samples/s | ratio |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    for workers in (0, 2):
+        ours, theirs = [], []
+        for _ in range(1 if quick else 3):
+            ours.append(flowloader_epoch(root, workers))
+            theirs.append(torch_epoch(root, workers))
+        a, b = median(ours), median(theirs)
+        lines.append(f"| {workers} | {a:,.0f} | {b:,.0f} | **{a / b:.1f}x** |")
+    return "\n".join(lines)
 
 
 def main() -> None:

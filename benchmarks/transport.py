@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from .common import environment, side_by_side, write_json
+from .common import environment, markdown, side_by_side, write_json
 
 BATCH = 64
 SHAPE = (3, 224, 224)
@@ -57,6 +57,20 @@ def memcpy_gbps(repeats: int = 20) -> float:
     for _ in range(repeats):
         np.copyto(target, source)
     return source.nbytes * repeats / (time.perf_counter() - start) / 1e9
+
+
+def section(quick: bool = False) -> str:
+    batches = 40 if quick else 200
+    record = side_by_side(
+        f"transport, {batches} batches",
+        "GB/s",
+        1 if quick else 3,
+        lambda cls: measure_gbps(cls, batches, 2),
+        higher_is_better=True,
+    )
+    return markdown(record, "{:.2f}") + (
+        f"\n\nReference: a single-process NumPy copy of one batch: {memcpy_gbps():.1f} GB/s."
+    )
 
 
 def main() -> None:

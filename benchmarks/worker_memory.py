@@ -98,6 +98,35 @@ def measure(name: str, count: int) -> dict:
     }
 
 
+def measure_all(count: int) -> list[dict]:
+    """Every configuration, each in a fresh process (torch's only where torch is installed)."""
+    records = []
+    for name, (library, _) in RUNS.items():
+        if library == "torch" and importlib.util.find_spec("torch") is None:
+            continue
+        command = [sys.executable, "-m", "benchmarks.worker_memory", "--one", name]
+        command += ["--entries", str(count)]
+        done = subprocess.run(command, check=True, capture_output=True, text=True)
+        records.append(json.loads(done.stdout))
+    return records
+
+
+def section(quick: bool = False) -> str:
+    count = 200_000 if quick else 2_000_000
+    lines = [
+        f"{count:,} entries, batch 256, num_workers=2, summed PSS over one epoch:",
+        "",
+        "| configuration | PSS at start | PSS at end | growth |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for record in measure_all(count):
+        lines.append(
+            f"| {record['run']} | {record['start_bytes'] / 2**20:.0f} MiB | "
+            f"{record['end_bytes'] / 2**20:.0f} MiB | {record['growth_percent']:+.1f}% |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=2_000_000)
@@ -109,27 +138,11 @@ def main() -> None:
         return
     print(environment())
     print(f"\n{args.entries:,} entries, batch 256, num_workers=2: summed PSS over one epoch")
-    records = []
-    for name, (library, _) in RUNS.items():
-        if library == "torch" and importlib.util.find_spec("torch") is None:
-            continue
-        command = [
-            sys.executable,
-            "-m",
-            "benchmarks.worker_memory",
-            "--one",
-            name,
-            "--entries",
-            str(args.entries),
-        ]
-        record = json.loads(
-            subprocess.run(command, check=True, capture_output=True, text=True).stdout
-        )
+    records = measure_all(args.entries)
+    for record in records:
         start, end = record["start_bytes"] / 2**20, record["end_bytes"] / 2**20
-        print(
-            f"  {name:<48} {start:6.0f} MiB -> {end:6.0f} MiB  ({record['growth_percent']:+.1f}%)"
-        )
-        records.append(record)
+        growth = record["growth_percent"]
+        print(f"  {record['run']:<48} {start:6.0f} MiB -> {end:6.0f} MiB  ({growth:+.1f}%)")
     write_json(args.json, records)
 
 

@@ -15,7 +15,7 @@ MAX_MODULE_LINES = 600
 
 # Lowest first: a module may import only from its own layer or lower ones.
 LAYERS = [
-    {"errors", "_compat"},
+    {"errors", "_compat", "stats"},
     {"_seed", "_ipc"},
     {"dataset", "sampler", "distributed", "collate", "_fetch"},
     {"_worker"},

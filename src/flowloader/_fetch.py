@@ -5,8 +5,11 @@ Shared by the in-process iterator and the worker processes, so both paths load i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from . import stats
 
 
 class MapFetcher:
@@ -21,12 +24,16 @@ class MapFetcher:
         self._getitems = getitems if getitems else None
 
     def fetch(self, index: Any) -> Any:
+        clock = stats.active_clock()
+        start = time.perf_counter() if clock is not None else 0.0
         if not self.auto_collation:
-            return self.collate_fn(self.dataset[index])
-        if self._getitems is not None:
-            return self.collate_fn(self._getitems(index))
-        dataset = self.dataset
-        return self.collate_fn([dataset[i] for i in index])
+            data = self.dataset[index]
+        elif self._getitems is not None:
+            data = self._getitems(index)
+        else:
+            dataset = self.dataset
+            data = [dataset[i] for i in index]
+        return _collate_timed(self.collate_fn, data, clock, start)
 
 
 class IterableFetcher:
@@ -59,6 +66,19 @@ class IterableFetcher:
         if not samples or (self.drop_last and len(samples) < len(index)):
             raise StopIteration
         return self.collate_fn(samples)
+
+
+def _collate_timed(
+    collate_fn: Callable[[Any], Any], data: Any, clock: stats.StageClock | None, start: float
+) -> Any:
+    """``collate_fn(data)``, recording the dataset time (since ``start``) and collate time."""
+    if clock is None:
+        return collate_fn(data)
+    fetched = time.perf_counter()
+    batch = collate_fn(data)
+    clock.fetch += fetched - start
+    clock.collate += time.perf_counter() - fetched
+    return batch
 
 
 def make_fetcher(

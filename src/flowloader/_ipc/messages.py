@@ -68,6 +68,8 @@ class Result(Wire):
     worker_id: int
     batch: Any  # an EncodedBatch
     retired_segments: tuple[str, ...] = ()
+    stages: dict[str, float] | None = None  # this worker's stage seconds since its last Result
+    cpu_s: float = 0.0  # the worker's CPU time so far
 
 
 @dataclass(frozen=True)

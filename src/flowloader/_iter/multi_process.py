@@ -34,7 +34,11 @@ class MultiProcessIterator(BaseIterator):
         self._dispatcher = Dispatcher(plan.num_workers, plan.prefetch_factor * plan.num_workers)
         self._reorder = ReorderBuffer(plan.in_order)
         self._epoch_done = False
+        self._worker_cpu: dict[int, float] = {}
         self._fill()
+
+    def _in_flight(self) -> int:
+        return len(self._dispatcher.outstanding)
 
     @property
     def closed(self) -> bool:
@@ -118,7 +122,11 @@ class MultiProcessIterator(BaseIterator):
                 if name is not None:
                     self._workers.send(message.worker_id, messages.Release((name,)))
                 return
+            self._stats.in_flight_total += len(self._dispatcher.outstanding)
             self._dispatcher.complete(message.task_id)
+            self._absorb_stages(message.stages)
+            self._worker_cpu[message.worker_id] = message.cpu_s
+            self._stats.worker_cpu_s = sum(self._worker_cpu.values())
             batch = decode(message.batch, self._workers.cache, self._workers.dropped.append)
             self._reorder.add(message.task_id, batch)
         elif stale:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import stats
 from .._fetch import make_fetcher
 from .._plan import LoadPlan
 from .base import BaseIterator
@@ -23,7 +24,18 @@ class SingleProcessIterator(BaseIterator):
         self._fetcher = make_fetcher(
             plan.dataset, plan.iterable, plan.auto_collation, plan.collate_fn, plan.drop_last
         )
+        self._clock = stats.StageClock()
 
     def _next_data(self) -> Any:
         index = self._next_index()
-        return self._fetcher.fetch(index)
+        previous = stats.set_clock(self._clock if stats.enabled else None)
+        try:
+            return self._fetcher.fetch(index)
+        finally:
+            stats.set_clock(previous)
+
+    def stats(self) -> stats.LoaderStats:
+        readings = self._clock.take()  # folded in lazily: nothing per batch
+        readings["task"] = readings["fetch"] + readings["collate"]
+        self._absorb_stages(readings)
+        return super().stats()

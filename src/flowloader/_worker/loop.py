@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _seed
+from .. import _seed, stats
 from .._fetch import make_fetcher
 from .._ipc import messages
 from .._ipc.batch_codec import encode
@@ -26,6 +27,8 @@ from .watchdog import ParentWatchdog
 
 # How often an idle worker checks that the main process is still there.
 PARENT_CHECK_INTERVAL_S = 0.5
+# Stage readings ride on a Result once they cover this much work (not on every cheap batch).
+STATS_REPORT_S = 0.005
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class _Worker:
         self.results = results
         self.pid = os.getpid()
         self.pool = SegmentPool(config.segment_prefix)
+        self.clock = stats.StageClock()
+        stats.set_clock(self.clock)
         self.batch_bytes_hint = 0
         self.init_error: BaseException | None = None
         self.stream_error: BaseException | None = None
@@ -87,6 +92,12 @@ class _Worker:
         return messages.Failure(task.epoch, task.task_id, self.config.worker_id, remote)
 
     def run_task(self, task: messages.Task) -> None:
+        started = time.perf_counter()
+        self._run_task(task)
+        if stats.enabled:
+            self.clock.task += time.perf_counter() - started
+
+    def _run_task(self, task: messages.Task) -> None:
         if self.init_error is not None:
             self.results.send(self.failure(task, self.init_error, "in worker_init_fn"))
             return
@@ -117,7 +128,13 @@ class _Worker:
             return
         self.send_batch(task, batch, arena)
 
+    def _stage_report(self) -> dict[str, float] | None:
+        if not stats.enabled or self.clock.task < STATS_REPORT_S:
+            return None
+        return self.clock.take()
+
     def send_batch(self, task: messages.Task, batch: Any, arena: Any) -> None:
+        started = time.perf_counter()
         try:
             encoded = encode(batch, self.pool, arena)
         except Exception as error:
@@ -126,8 +143,16 @@ class _Worker:
             self.results.send(self.failure(task, error, "while moving the batch to shared memory"))
             return
         self.batch_bytes_hint = max(self.batch_bytes_hint, encoded.used)
+        if stats.enabled:
+            self.clock.transport += time.perf_counter() - started
         result = messages.Result(
-            task.epoch, task.task_id, self.config.worker_id, encoded, self.pool.pop_retired()
+            task.epoch,
+            task.task_id,
+            self.config.worker_id,
+            encoded,
+            self.pool.pop_retired(),
+            self._stage_report(),
+            time.process_time(),
         )
         try:
             self.results.send(result)

@@ -1,4 +1,8 @@
-"""Entry point of the ``flowloader`` command: parses the subcommand and dispatches."""
+"""Entry point of the ``flowloader`` command: parses the subcommand and dispatches.
+
+Mistakes on the command line and unusable data paths are reported in one line on stderr with
+exit code 2, never with a traceback.
+"""
 
 from __future__ import annotations
 
@@ -8,28 +12,152 @@ from collections.abc import Sequence
 
 import flowloader
 
+from . import pipelines, sample_data
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but an error is one line (no usage dump) and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
+    return values
+
+
+def _pipeline_list(text: str) -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in names if p not in pipelines.PIPELINES]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown pipeline {', '.join(unknown) or text!r}; "
+            f"choose from {', '.join(pipelines.PIPELINES)}"
+        )
+    return names
+
+
+def _positive(kind: type) -> object:
+    def parse(text: str) -> object:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        return value
+
+    return parse
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="flowloader",
-        description=(
-            "flowloader: PyTorch's torch.utils.data API on NumPy. "
-            "Import it as `import flowloader as fl` and use fl.DataLoader like "
-            "torch.utils.data.DataLoader."
-        ),
+        description="flowloader: PyTorch's torch.utils.data API on NumPy, fast and robust.",
     )
     parser.add_argument(
         "--version", action="version", version=f"flowloader {flowloader.__version__}"
     )
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    bench = commands.add_parser(
+        "bench",
+        help="measure the loading pipelines (on built-in sample data unless PATH is given)",
+        description="Run the ImageNet-style and MNIST pipelines at a few worker counts and show "
+        "throughput and where the time goes. Without PATH, sample data is made once and cached "
+        f"under {sample_data.cache_dir()}.",
+    )
+    bench.add_argument("path", nargs="?", metavar="PATH", help="an ImageFolder or MNIST root")
+    bench.add_argument(
+        "--pipeline",
+        type=_pipeline_list,
+        default=None,
+        help=f"comma-separated, from {', '.join(pipelines.PIPELINES)}",
+    )
+    bench.add_argument(
+        "--batch-size",
+        type=_positive(int),
+        default=None,
+        help="samples per batch (default 64)",
+    )
+    bench.add_argument("--workers", type=_int_list, default=[0, 1, 2], help="e.g. 0,1,2 (default)")
+    length = bench.add_mutually_exclusive_group()
+    length.add_argument(
+        "--seconds", type=_positive(float), help="run each measurement this long (default 3)"
+    )
+    length.add_argument(
+        "--epochs", type=_positive(int), help="run each measurement this many epochs"
+    )
+    bench.add_argument(
+        "--json", action="store_true", help="print one JSON record per run instead of a table"
+    )
+    bench.add_argument(
+        "--compare", choices=["torch"], help="also run torch.utils.data + torchvision"
+    )
+    bench.add_argument(
+        "--plot", metavar="FILE.png", help="plot throughput against workers (needs matplotlib)"
+    )
+    make = commands.add_parser("make-dataset", help="write a sample dataset in a real format")
+    make.add_argument("kind", choices=sample_data.KINDS)
+    make.add_argument("directory", metavar="DIR")
+    make.add_argument(
+        "--images", type=_positive(int), help="how many images (default: the built-in size)"
+    )
     return parser
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import Options, run
+
+    if args.pipeline is not None:
+        chosen = args.pipeline
+    elif args.path is None:
+        chosen = list(pipelines.PIPELINES)
+    else:
+        mnist = pipelines.kind_of(args.path) == "mnist"
+        chosen = ["mnist"] if mnist else ["imagenet-train", "imagenet-val"]
+    options = Options(
+        root=args.path,
+        pipelines=chosen,
+        batch_size=args.batch_size or 64,
+        workers=args.workers,
+        seconds=None if args.epochs else (args.seconds or 3.0),
+        epochs=args.epochs,
+        json=args.json,
+        compare=args.compare,
+        plot=args.plot,
+    )
+    return run(options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
+    from .bench import UsageError
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stdout)
-        return 0
+    try:
+        if args.command == "bench":
+            return _bench(args)
+        if args.command == "make-dataset":
+            sample_data.make(args.kind, args.directory, args.images)
+            print(f"wrote a {args.kind} sample dataset to {args.directory}")
+            return 0
+    except UsageError as error:
+        print(f"flowloader {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, RuntimeError) as error:
+        print(f"flowloader {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    parser.print_help(sys.stdout)
     return 0

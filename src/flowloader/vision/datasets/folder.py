@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from flowloader import stats
+
 from .vision import VisionDataset
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -201,10 +203,11 @@ class DatasetFolder(VisionDataset):
             sample = self.loader(path)
         except Exception as error:
             raise _located(error, path, index) from error
-        if self.transform is not None:
-            sample = self.transform(sample)
-        if self.target_transform is not None:
-            target = self.target_transform(target)
+        with stats.stage("transform"):
+            if self.transform is not None:
+                sample = self.transform(sample)
+            if self.target_transform is not None:
+                target = self.target_transform(target)
         return sample, target
 
     def __len__(self) -> int:

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 from PIL import Image
 
+from flowloader import stats
 from flowloader.collate import CollatedSamples
 
 from ..transforms.batch import apply_batch, batch_capable
@@ -124,17 +125,20 @@ class MNIST(VisionDataset):
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         image = Image.fromarray(self.data[index], mode="L")
         target = int(self.targets[index])
-        if self.transform is not None:
-            image = self.transform(image)
-        if self.target_transform is not None:
-            target = self.target_transform(target)
+        with stats.stage("transform"):
+            if self.transform is not None:
+                image = self.transform(image)
+            if self.target_transform is not None:
+                target = self.target_transform(target)
         return image, target
 
     def __getitems__(self, indices: list[int]) -> Any:
         """A batch: one gather, then the transform over the whole batch when it can."""
         if self.target_transform is not None or not batch_capable(self.transform):
             return [self[i] for i in indices]
-        images = apply_batch(self.transform, self.data[np.asarray(indices, dtype=np.int64)])
+        pixels = self.data[np.asarray(indices, dtype=np.int64)]
+        with stats.stage("transform"):
+            images = apply_batch(self.transform, pixels)
         targets = self.targets[indices]
         return CollatedSamples((images, targets), lambda i: (images[i], int(targets[i])))
 

@@ -1,0 +1,122 @@
+"""Run every benchmark side by side with torch.utils.data and write benchmarks/RESULTS.md.
+
+Run it where torch and torchvision both import (a separate environment: they are never
+dependencies of flowloader), from the repository root:
+
+    python -m venv /tmp/tv && /tmp/tv/bin/pip install torch==2.14.1 torchvision==0.29.1
+    /tmp/tv/bin/pip install -e .
+    /tmp/tv/bin/python -m benchmarks            # about 8 minutes on 2 cores
+    /tmp/tv/bin/python -m benchmarks --quick    # a smoke run (not for the record)
+
+Without torchvision, the suites that need it are skipped and say so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import importlib.util
+import os
+import sys
+import time
+
+from .common import environment
+
+SUITES = {
+    "transport": ("Transport: ready batches from workers to the loop (issue 3)", False),
+    "first_batch": ("Time to first batch (issue 3)", False),
+    "mnist": ("MNIST, the seed's example (issue 4)", True),
+    "imagenet": ("ImageNet pipelines through ImageFolder (issues 5 and 8)", True),
+    "worker_memory": ("Worker memory with two million file paths (issue 4)", False),
+    "stats_overhead": ("Cost of the always-on statistics (issue 5)", False),
+}
+
+NOTES = {
+    "transport": (
+        "Each batch is written once, by `default_collate` straight into a shared-memory segment "
+        "that the worker reuses, and handed to the loop as NumPy views; torch stacks every batch "
+        "into freshly allocated shared memory. Short epochs pay a warm-up while each worker "
+        "creates its 4-5 segments (about 30 ms each for 38.5 MB)."
+    ),
+    "mnist": (
+        "`MNIST.__getitems__` gathers a batch with one indexing operation and runs a "
+        "batch-capable `Compose` once over it (ToTensor + Normalize as three in-place float32 "
+        "passes written straight into shared memory; bit-identical to the per-sample path). "
+        "With workers the batches are so cheap (~60 us) that per-batch messaging between three "
+        "processes on two cores decides: **the 30x target is met without workers, not with 2**."
+    ),
+    "worker_memory": (
+        "A Python list is copied page by page into every worker as reference counts are "
+        "written (pytorch#13246); DatasetFolder's NumPy table has no per-sample objects and "
+        "stays shared. Each row runs in a fresh process."
+    ),
+    "stats_overhead": (
+        "MNIST is the worst case (batches of ~55 us). These epochs last 50-250 ms, and single "
+        "harness runs of them swing by several percent either way (seen: -1.9% to +7.3% for the "
+        "same case); medians over 15-21 interleaved runs lie around +1% to +2.5%. The direct "
+        "costs, measured alone: 0.43 us per sample where a dataset marks its transform, and a "
+        "few perf_counter calls per batch. Image pipelines spend milliseconds per batch, where "
+        "this is far below 1%."
+    ),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer runs: a smoke test")
+    parser.add_argument("--only", help="comma-separated suites: " + ", ".join(SUITES))
+    parser.add_argument("--output", default=os.path.join(os.path.dirname(__file__), "RESULTS.md"))
+    args = parser.parse_args()
+    chosen = args.only.split(",") if args.only else list(SUITES)
+    has_torchvision = importlib.util.find_spec("torchvision") is not None
+    env = environment()
+    sections = existing_sections(args.output) if args.only else {}
+    header = [
+        "# Benchmark results",
+        "",
+        "Written by `python -m benchmarks` (see `benchmarks/__main__.py` for the set-up). Every "
+        "table compares flowloader with `torch.utils.data.DataLoader` in one run: same data, "
+        "same pipeline, same `num_workers`, fork, interleaved runs, medians. Absolute numbers "
+        "drift on shared machines; compare the ratios.",
+        "",
+        f"Measured {datetime.date.today().isoformat()} on {env['cpus']} cores ({env['machine']}), "
+        f"Python {env['python']}, NumPy {env['numpy']}, torch {env['torch']}"
+        + (" with torchvision" if has_torchvision else "")
+        + (" — quick run, not for the record." if args.quick else ".")
+        + (f" Updated: {', '.join(chosen)}." if args.only else ""),
+    ]
+    for name in chosen:
+        title, needs_torchvision = SUITES[name]
+        module = importlib.import_module(f"benchmarks.{name}")
+        print(f"== {name}", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        if needs_torchvision and not has_torchvision:
+            body = "Skipped: torchvision is not importable here."
+        else:
+            body = module.section(quick=args.quick)
+        paragraphs = [p.strip() for p in (module.__doc__ or "").strip().split("\n\n")]
+        command = next((p for p in paragraphs if p.startswith("python -m")), "")
+        description = " ".join(" ".join(p.split()) for p in paragraphs if p != command)
+        section = [f"## {title}", "", description, "", f"`{command}`", "", body]
+        if name in NOTES:
+            section += ["", NOTES[name]]
+        sections[title] = "\n".join(section)
+        print(f"   {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    ordered = [sections[title] for title, _ in SUITES.values() if title in sections]
+    with open(args.output, "w") as out:
+        out.write("\n\n".join(["\n".join(header), *ordered]).rstrip() + "\n")
+    print(f"wrote {args.output}", file=sys.stderr)
+
+
+def existing_sections(path: str) -> dict[str, str]:
+    """The "## title" sections of an earlier RESULTS.md, so --only updates just its own."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as stream:
+        chunks = stream.read().split("\n## ")[1:]
+    return {chunk.split("\n", 1)[0]: "## " + chunk.rstrip() for chunk in chunks}
+
+
+if __name__ == "__main__":
+    main()

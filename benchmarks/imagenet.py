@@ -1,0 +1,110 @@
+"""The seed's ImageNet pipelines through ImageFolder: flowloader against torch.utils.data +
+torchvision, same JPEG files, same num_workers, samples/s and CPU seconds per 1,000 samples.
+
+imagenet-train: RandomResizedCrop(224), RandomHorizontalFlip, ToTensor, Normalize.
+imagenet-val:   Resize(256), CenterCrop(224), ToTensor, Normalize.
+The data is flowloader bench's built-in ImageFolder (2,000 JPEGs of 500x375, cached).
+
+    python -m benchmarks.imagenet [--workers 2] [--batches 30] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+from .common import environment, median, write_json
+
+
+def _cpu_s() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def measure(
+    library: str, pipeline: str, root: str, workers: int, batches: int
+) -> tuple[float, float]:
+    """(samples/s, CPU seconds per 1,000 samples) over ``batches`` batches after the first."""
+    from flowloader.cli import pipelines
+
+    if library == "torch":
+        import torch.utils.data
+        from torchvision import datasets, transforms
+
+        loader_class = torch.utils.data.DataLoader
+    else:
+        import flowloader
+        from flowloader.vision import datasets, transforms
+
+        loader_class = flowloader.DataLoader
+    ds = pipelines.dataset(pipeline, root, datasets, transforms)
+    loader = loader_class(ds, batch_size=64, shuffle=True, num_workers=workers)
+    iterator = iter(loader)
+    next(iterator)
+    cpu, start, samples = _cpu_s(), time.perf_counter(), 0
+    for _, (images, _) in zip(range(batches), iterator, strict=False):
+        samples += len(images)
+    elapsed = time.perf_counter() - start
+    del iterator  # workers exit and are reaped, so their CPU time is counted
+    used = _cpu_s() - cpu
+    return samples / elapsed, used / samples * 1000
+
+
+def run(workers: int = 2, batches: int = 30, runs: int = 3) -> list[dict]:
+    from flowloader.cli import sample_data
+
+    root = sample_data.builtin("imagenet-like")
+    records = []
+    for pipeline in ("imagenet-train", "imagenet-val"):
+        results: dict[str, list[tuple[float, float]]] = {"flowloader": [], "torch": []}
+        for _ in range(runs):
+            for library in results:
+                results[library].append(measure(library, pipeline, root, workers, batches))
+        record = {"pipeline": pipeline, "num_workers": workers, "runs": results}
+        for library, values in results.items():
+            record[f"{library}_samples_per_s"] = median([v[0] for v in values])
+            record[f"{library}_cpu_s_per_1000"] = median([v[1] for v in values])
+        record["ratio"] = record["flowloader_samples_per_s"] / record["torch_samples_per_s"]
+        records.append(record)
+    return records
+
+
+def section(quick: bool = False) -> str:
+    records = run(batches=10 if quick else 30, runs=1 if quick else 3)
+    rows = "\n".join(
+        f"| {r['pipeline']} | {r['num_workers']} | {r['flowloader_samples_per_s']:,.0f} | "
+        f"{r['torch_samples_per_s']:,.0f} | **{r['ratio']:.2f}x** | "
+        f"{r['flowloader_cpu_s_per_1000']:.2f} | {r['torch_cpu_s_per_1000']:.2f} |"
+        for r in records
+    )
+    return (
+        "| pipeline | num_workers | flowloader samples/s | torch samples/s | ratio | "
+        "flowloader CPU s / 1000 | torch CPU s / 1000 |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n" + rows
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--batches", type=int, default=30)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    print(environment())
+    records = run(args.workers, args.batches, args.runs)
+    for r in records:
+        print(
+            f"{r['pipeline']}, num_workers={r['num_workers']}: "
+            f"flowloader {r['flowloader_samples_per_s']:,.0f}/s "
+            f"({r['flowloader_cpu_s_per_1000']:.2f} CPU s per 1000), "
+            f"torch {r['torch_samples_per_s']:,.0f}/s ({r['torch_cpu_s_per_1000']:.2f}): "
+            f"{r['ratio']:.2f}x"
+        )
+    write_json(args.json, records)
+
+
+if __name__ == "__main__":
+    main()

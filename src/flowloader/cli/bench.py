@@ -1,0 +1,245 @@
+"""``flowloader bench``: run the seed's pipelines at a few worker counts and report where the
+time goes (optionally side by side with torch.utils.data + torchvision)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import flowloader
+from flowloader.vision import datasets as fl_datasets
+from flowloader.vision import transforms as fl_transforms
+
+from . import pipelines, sample_data
+from .progress import Progress
+
+
+class UsageError(Exception):
+    """A problem with the command line or the data; reported in one line, exit code 2."""
+
+
+@dataclass
+class Options:
+    root: str | None
+    pipelines: list[str]
+    batch_size: int
+    workers: list[int]
+    seconds: float | None
+    epochs: int | None
+    json: bool
+    compare: str | None
+    plot: str | None
+
+
+def roots_for(options: Options) -> dict[str, str]:
+    """pipeline -> dataset root (the cached built-in data when no PATH was given)."""
+    if options.root is None:
+        image_root = sample_data.builtin("imagenet-like")
+        mnist_root = sample_data.builtin("mnist")
+        return {p: mnist_root if p == "mnist" else image_root for p in options.pipelines}
+    if not os.path.isdir(options.root):
+        raise UsageError(f"{options.root}: no such directory")
+    kind = pipelines.kind_of(options.root)
+    for pipeline in options.pipelines:
+        if (pipeline == "mnist") != (kind == "mnist"):
+            raise UsageError(
+                f"{options.root} holds {'an MNIST' if kind == 'mnist' else 'an ImageFolder'} "
+                f"dataset; pipeline {pipeline!r} does not fit it"
+            )
+    return dict.fromkeys(options.pipelines, options.root)
+
+
+def _torch_modules() -> tuple[Any, Any, Any]:
+    try:
+        import torch.utils.data
+        from torchvision import datasets, transforms
+    except Exception as error:  # ImportError, or torchvision failing to load beside torch
+        raise UsageError(
+            f"--compare torch needs torch and torchvision importable ({error})"
+        ) from None
+    return torch.utils.data.DataLoader, datasets, transforms
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _self_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _batch_nbytes(batch: Any) -> int:
+    images = batch[0]
+    return (
+        int(images.nbytes)
+        if hasattr(images, "nbytes")
+        else int(images.numel() * images.element_size())
+    )
+
+
+def run_once(
+    library: str, pipeline: str, root: str, workers: int, options: Options, modules: Any
+) -> dict[str, Any]:
+    """One measured run; returns its record."""
+    loader_class, datasets, T = modules
+    ds = pipelines.dataset(pipeline, root, datasets, T)
+    loader = loader_class(
+        ds, batch_size=options.batch_size, shuffle=pipeline != "imagenet-val", num_workers=workers
+    )
+    total = len(loader) * options.epochs if options.epochs else None
+    progress = Progress(f"{library} {pipeline} workers={workers}", total)
+    cpu_before, children_before = _self_cpu_s(), _children_cpu_s()
+    started = time.perf_counter()
+    samples = batches = nbytes = 0
+    first_batch_s = None
+    stats = None
+    for _ in range(options.epochs or 1_000_000):
+        iterator = iter(loader)
+        for batch in iterator:
+            if first_batch_s is None:
+                first_batch_s = time.perf_counter() - started
+            batches += 1
+            samples += len(batch[1])
+            nbytes += _batch_nbytes(batch)
+            elapsed = time.perf_counter() - started
+            progress.update(batches, f"{samples / elapsed:,.0f} samples/s")
+            if options.seconds is not None and elapsed >= options.seconds:
+                break
+        if hasattr(iterator, "stats"):
+            stats = iterator.stats()
+        del iterator
+        if options.seconds is not None and time.perf_counter() - started >= options.seconds:
+            break
+    elapsed = time.perf_counter() - started
+    progress.close()
+    cpu = (_self_cpu_s() - cpu_before) + (_children_cpu_s() - children_before)
+    record: dict[str, Any] = {
+        "library": library,
+        "pipeline": pipeline,
+        "dataset": root,
+        "num_workers": workers,
+        "batch_size": options.batch_size,
+        "batches": batches,
+        "samples": samples,
+        "seconds": elapsed,
+        "samples_per_s": samples / elapsed,
+        "batches_per_s": batches / elapsed,
+        "mb_per_s": nbytes / elapsed / 1e6,
+        "first_batch_s": first_batch_s,
+        "cores_used": stats.cores_used if stats is not None else cpu / elapsed,
+    }
+    if stats is not None:
+        per_batch = 1000 / max(stats.batches, 1)
+        record["stage_ms_per_batch"] = {k: v * per_batch for k, v in stats.stage_s.items()}
+        record["data_wait_fraction"] = stats.data_wait_fraction
+        record["worker_busy_fraction"] = stats.worker_busy_fraction
+        record["verdict"] = stats.verdict()
+    return record
+
+
+STAGE_COLUMNS = ("read", "transform", "collate", "transport", "wait")
+
+
+def print_table(records: list[dict[str, Any]]) -> None:
+    header = (
+        f"{'pipeline':<15}{'workers':>8}{'samples/s':>11}{'batches/s':>10}{'MB/s':>8}"
+        f"{'1st batch':>10}{'cores':>7}  ms per batch: "
+        + " ".join(f"{c:>9}" for c in STAGE_COLUMNS)
+        + f"{'vs torch':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    torch_rate = {
+        (r["pipeline"], r["num_workers"]): r["samples_per_s"]
+        for r in records
+        if r["library"] == "torch"
+    }
+    for r in records:
+        name = r["pipeline"] if r["library"] == "flowloader" else "  (torch)"
+        stages = r.get("stage_ms_per_batch")
+        stage_text = " ".join(f"{stages[c]:9.2f}" if stages else f"{'-':>9}" for c in STAGE_COLUMNS)
+        ratio = ""
+        if r["library"] == "flowloader" and (r["pipeline"], r["num_workers"]) in torch_rate:
+            ratio = f"{r['samples_per_s'] / torch_rate[(r['pipeline'], r['num_workers'])]:.2f}x"
+        first = f"{r['first_batch_s']:.3f}s" if r["first_batch_s"] is not None else "-"
+        print(
+            f"{name:<15}{r['num_workers']:>8}{r['samples_per_s']:>11,.0f}{r['batches_per_s']:>10.1f}"
+            f"{r['mb_per_s']:>8.0f}{first:>10}{r['cores_used']:>7.2f}                "
+            f"{stage_text}{ratio:>10}"
+        )
+    print(
+        "\nms per batch: read = dataset time outside transforms (file read, decode); wait = time "
+        "the training loop\nspent inside next(). This loop does no work, so it always waits: "
+        "in real training, iterator.stats()\ntells whether the loop is input-bound."
+    )
+    for pipeline in dict.fromkeys(r["pipeline"] for r in records):
+        ours = [r for r in records if r["pipeline"] == pipeline and r["library"] == "flowloader"]
+        best = max(ours, key=lambda r: r["samples_per_s"])
+        print(
+            f"{pipeline}: fastest at num_workers={best['num_workers']}, "
+            f"{best['samples_per_s']:,.0f} samples/s on {best['cores_used']:.1f} cores"
+        )
+
+
+def plot(records: list[dict[str, Any]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    keys = sorted({(r["library"], r["pipeline"]) for r in records})
+    for library, pipeline in keys:
+        runs = sorted(
+            (r for r in records if (r["library"], r["pipeline"]) == (library, pipeline)),
+            key=lambda r: r["num_workers"],
+        )
+        axes.plot(
+            [r["num_workers"] for r in runs],
+            [r["samples_per_s"] for r in runs],
+            marker="o",
+            linestyle="-" if library == "flowloader" else "--",
+            label=f"{library} {pipeline}",
+        )
+    axes.set_xlabel("num_workers")
+    axes.set_ylabel("samples/s")
+    axes.set_yscale("log")
+    axes.set_title("Throughput against workers")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def run(options: Options) -> int:
+    if options.plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
+    sides = {"flowloader": (flowloader.DataLoader, fl_datasets, fl_transforms)}
+    if options.compare == "torch":
+        sides["torch"] = _torch_modules()
+    roots = roots_for(options)
+    records = []
+    for pipeline, root in roots.items():
+        for workers in options.workers:
+            for library, modules in sides.items():
+                record = run_once(library, pipeline, root, workers, options, modules)
+                records.append(record)
+                if options.json:
+                    print(json.dumps(record), flush=True)
+    if not options.json:
+        print()
+        print_table(records)
+    if options.plot is not None:
+        plot(records, options.plot)
+        print(f"plot written to {options.plot}", file=sys.stderr)
+    return 0

@@ -1,0 +1,65 @@
+"""The built-in sample datasets that ``flowloader bench`` uses, made once and cached."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from flowloader.vision import datasets
+
+from .progress import Progress
+
+IMAGENET_LIKE = {"classes": 20, "per_class": 100, "size": (500, 375)}
+MNIST_SIZES = {"train_size": 60000, "test_size": 10000}
+KINDS = ("imagenet-like", "mnist")
+
+
+def cache_dir() -> str:
+    """$FLOWLOADER_CACHE, else $XDG_CACHE_HOME/flowloader, else ~/.cache/flowloader."""
+    explicit = os.environ.get("FLOWLOADER_CACHE")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "flowloader")
+
+
+def make(kind: str, directory: str, images: int | None = None) -> str:
+    """Write a sample dataset of ``kind`` into ``directory`` with a progress bar."""
+    if kind == "imagenet-like":
+        per_class = (
+            IMAGENET_LIKE["per_class"]
+            if images is None
+            else max(1, images // IMAGENET_LIKE["classes"])
+        )
+        progress = Progress(f"writing JPEGs to {directory}", IMAGENET_LIKE["classes"] * per_class)
+        datasets.make_image_folder(
+            directory,
+            num_classes=IMAGENET_LIKE["classes"],
+            images_per_class=per_class,
+            size=IMAGENET_LIKE["size"],
+            progress=lambda done, total: progress.update(done),
+        )
+        progress.close()
+        return directory
+    if kind == "mnist":
+        train = MNIST_SIZES["train_size"] if images is None else images
+        progress = Progress(f"writing MNIST-format files to {directory}", None)
+        progress.update(train, "digits")
+        datasets.make_mnist(directory, train_size=train, test_size=MNIST_SIZES["test_size"] // 6)
+        progress.close()
+        return directory
+    raise ValueError(f"unknown sample dataset {kind!r}; choose from {', '.join(KINDS)}")
+
+
+def builtin(kind: str) -> str:
+    """The cached sample dataset of ``kind``, made on first use (atomically)."""
+    final = os.path.join(cache_dir(), kind)
+    marker = os.path.join(final, ".complete")
+    if os.path.exists(marker):
+        return final
+    staging = final + ".partial"
+    make(kind, staging)
+    open(os.path.join(staging, ".complete"), "w").close()
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(staging, final)
+    return final

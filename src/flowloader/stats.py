@@ -1,0 +1,178 @@
+"""Where a loader's time goes: per-stage timing, batches in flight, worker busy time and the
+consumer's data wait, from which to tell whether training is input-bound.
+
+Every process keeps a stage clock. The fetcher times the dataset calls and ``collate_fn``; a
+dataset may mark its own transform time with ``with flowloader.stats.stage("transform"):``
+(the vision datasets do), and what remains of the dataset time counts as read/decode. Workers
+send their totals with each batch; ``iterator.stats()`` returns the sums.
+
+Cost: a few ``perf_counter`` calls per batch (and two per sample where a dataset marks its
+transform); ``enabled = False`` turns the clock off (see benchmarks/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+__all__ = ["STAGES", "LoaderStats", "enabled", "stage"]
+
+STAGES = ("read", "transform", "collate", "transport", "wait")
+
+# Off: stage() and the loaders' clocks record nothing (for measuring their overhead).
+enabled = True
+
+
+class StageClock:
+    """Seconds spent per stage in this process since the last ``take()``. The loader's own
+    stages are plain attributes (cheaper than a dict on a per-batch path)."""
+
+    __slots__ = ("collate", "fetch", "seconds", "stages", "task", "transform", "transport")
+    _BUILT_IN = ("fetch", "collate", "transform", "transport", "task")
+
+    def __init__(self) -> None:
+        self.fetch = self.collate = self.transform = self.transport = self.task = 0.0
+        self.seconds: dict[str, float] = {}
+        self.stages: dict[str, _Stage] = {}
+
+    def add(self, name: str, seconds: float) -> None:
+        if name == "transform":
+            self.transform += seconds
+        else:
+            self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def take(self) -> dict[str, float]:
+        taken = dict(self.seconds)
+        for name in self._BUILT_IN:
+            taken[name] = taken.get(name, 0.0) + getattr(self, name)
+            setattr(self, name, 0.0)
+        self.seconds = {}
+        return taken
+
+
+_clock: StageClock | None = None
+
+
+def active_clock() -> StageClock | None:
+    return _clock if enabled else None
+
+
+def set_clock(clock: StageClock | None) -> StageClock | None:
+    """Make ``clock`` this process's stage clock; returns the previous one."""
+    global _clock
+    previous, _clock = _clock, clock
+    return previous
+
+
+class _Stage:
+    """Times a stage of one clock; reused for every ``with`` (only the outermost of nested
+    blocks of the same stage counts, so time is not counted twice)."""
+
+    __slots__ = ("clock", "depth", "name", "start")
+
+    def __init__(self, name: str, clock: StageClock) -> None:
+        self.name, self.clock, self.depth, self.start = name, clock, 0, 0.0
+
+    def __enter__(self) -> None:
+        self.depth += 1
+        if self.depth == 1:
+            self.start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            self.clock.add(self.name, time.perf_counter() - self.start)
+
+
+class _NoStage:
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_STAGE = _NoStage()
+
+
+def stage(name: str) -> _Stage | _NoStage:
+    """Count the time of the ``with`` block as stage ``name`` (e.g. "transform")."""
+    clock = _clock if enabled else None
+    if clock is None:
+        return _NO_STAGE
+    timer = clock.stages.get(name)
+    if timer is None:
+        timer = clock.stages[name] = _Stage(name, clock)
+    return timer
+
+
+@dataclass
+class LoaderStats:
+    """Totals for one iterator since it started (or since its epoch started)."""
+
+    batches: int = 0
+    elapsed_s: float = 0.0
+    first_batch_s: float | None = None
+    stage_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    in_flight: int = 0
+    in_flight_total: int = 0  # summed over arriving batches, for the mean
+    num_workers: int = 0
+    worker_busy_s: float = 0.0
+    worker_cpu_s: float = 0.0
+    main_cpu_s: float = 0.0
+
+    @property
+    def mean_in_flight(self) -> float:
+        """Batches in flight when one arrived, on average (up to prefetch_factor * workers)."""
+        return self.in_flight_total / self.batches if self.batches else 0.0
+
+    @property
+    def data_wait_fraction(self) -> float:
+        """Share of the consumer's time spent waiting for batches."""
+        return self.stage_s["wait"] / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def worker_busy_fraction(self) -> float:
+        """Share of the workers' time spent loading (1.0 without workers: the main process)."""
+        if self.elapsed_s <= 0:
+            return 0.0
+        return self.worker_busy_s / (self.elapsed_s * max(self.num_workers, 1))
+
+    @property
+    def cores_used(self) -> float:
+        return (self.main_cpu_s + self.worker_cpu_s) / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def input_bound(self) -> bool:
+        """True when the consumer waits for data more than a tenth of its time."""
+        return self.data_wait_fraction > 0.1
+
+    def verdict(self) -> str:
+        wait = f"the training loop waited for data {self.data_wait_fraction:.0%} of the time"
+        if not self.input_bound:
+            return f"not input-bound: {wait}"
+        if self.num_workers and self.worker_busy_fraction > 0.9:
+            advice = "the workers are saturated: more workers or cheaper transforms"
+        elif self.num_workers:
+            idle = 1 - self.worker_busy_fraction
+            advice = f"the workers are idle {idle:.0%} of the time: raise prefetch_factor"
+        else:
+            advice = "loading runs in the training process: try num_workers > 0"
+        return f"input-bound: {wait}; {advice}"
+
+    def as_dict(self) -> dict:
+        return {
+            "batches": self.batches,
+            "elapsed_s": self.elapsed_s,
+            "first_batch_s": self.first_batch_s,
+            "stage_s": dict(self.stage_s),
+            "in_flight": self.in_flight,
+            "mean_in_flight": self.mean_in_flight,
+            "num_workers": self.num_workers,
+            "worker_busy_fraction": self.worker_busy_fraction,
+            "data_wait_fraction": self.data_wait_fraction,
+            "cores_used": self.cores_used,
+            "input_bound": self.input_bound,
+        }
