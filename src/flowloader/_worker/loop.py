@@ -22,6 +22,7 @@ from .._ipc.poller import Poller
 from .._ipc.remote_error import RemoteError
 from .._ipc.segment_pool import SegmentPool
 from ..collate import batch_allocator
+from .allocator import keep_large_allocations
 from .info import WorkerInfo, set_worker_info
 from .watchdog import ParentWatchdog
 
@@ -166,6 +167,7 @@ def run_worker(config: WorkerConfig, tasks: Any, results: Any) -> None:
     """Entry point of a worker process; returns when told to stop or the main process is gone."""
     # Ctrl-C reaches the whole process group; the main process handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    keep_large_allocations()
     watchdog = ParentWatchdog(config.main_pid)
     worker = _Worker(config, results)
     incoming = Poller([tasks])

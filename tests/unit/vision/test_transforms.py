@@ -187,3 +187,17 @@ def test_repr() -> None:
     text = repr(T.Compose([T.Resize(10), T.Normalize((0.5,), (0.2,))]))
     assert "Resize(size=10" in text
     assert "Normalize(mean=(0.5,), std=(0.2,))" in text
+
+
+@pytest.mark.parametrize(
+    "image",
+    [IMAGE, IMAGE.convert("L"), IMAGE.convert("RGBA"), np.asarray(IMAGE), IMAGE.convert("F")],
+    ids=["RGB", "L", "RGBA", "uint8 array", "F"],
+)
+def test_fused_to_tensor_normalize_is_bit_identical(image) -> None:
+    channels = T.ToTensor()(image).shape[0]
+    mean, std = [0.485, 0.456, 0.406, 0.5][:channels], [0.229, 0.224, 0.225, 0.25][:channels]
+    fused = T.Compose([T.ToTensor(), T.Normalize(mean, std)])(image)
+    apart = T.Normalize(mean, std)(T.ToTensor()(image))
+    assert fused.dtype == apart.dtype
+    np.testing.assert_array_equal(fused, apart)

@@ -40,8 +40,18 @@ class Compose:
         self.transforms = list(transforms)
 
     def __call__(self, img: Any) -> Any:
-        for transform in self.transforms:
-            img = transform(img)
+        steps = self.transforms
+        position = 0
+        while position < len(steps):
+            step = steps[position]
+            following = steps[position + 1] if position + 1 < len(steps) else None
+            if type(step) is ToTensor and type(following) is Normalize:
+                # One pass into one array, bit-identical to the two steps (see functional).
+                img = F.to_normalized_tensor(img, following.mean, following.std)
+                position += 2
+                continue
+            img = step(img)
+            position += 1
         return img
 
     def __repr__(self) -> str:

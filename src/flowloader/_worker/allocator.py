@@ -1,0 +1,33 @@
+"""Keep a worker's large temporary arrays in the malloc heap instead of fresh mappings.
+
+glibc serves allocations above a threshold (128 KiB at first, adapting later) with a new
+mmap and returns them with munmap, so every decoded image, resized copy and float array
+faults its pages in (and zeroes them) again: about 340 page faults per ImageNet-style sample
+here, a third of its time. A fixed high threshold and no trimming let the heap reuse that
+memory. Applied in worker processes only; the user's own process keeps its settings.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import sys
+
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD_BYTES = 32 << 20  # glibc's maximum on 64-bit
+TRIM_THRESHOLD_BYTES = 256 << 20
+
+
+def keep_large_allocations() -> bool:
+    """Raise glibc's mmap and trim thresholds; False where that is not possible."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (e.g. musl has no mallopt)
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
+        mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+    )
