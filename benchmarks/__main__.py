@@ -30,6 +30,7 @@ SUITES = {
     "imagenet": ("ImageNet pipelines through ImageFolder (issues 5 and 8)", True),
     "worker_memory": ("Worker memory with two million file paths (issue 4)", False),
     "stats_overhead": ("Cost of the always-on statistics (issue 5)", False),
+    "checkpoint_cost": ("Cost of DataLoader.state_dict() (issue 6)", False),
 }
 
 NOTES = {

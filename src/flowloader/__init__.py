@@ -1,5 +1,6 @@
 """flowloader: PyTorch's torch.utils.data API on NumPy, fast, robust and resumable."""
 
+from ._sample_rng import sample_context, sample_rng
 from ._worker.info import WorkerInfo, get_worker_info
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
@@ -46,5 +47,7 @@ __all__ = [
     "default_convert",
     "get_worker_info",
     "random_split",
+    "sample_context",
+    "sample_rng",
 ]
 assert __all__ == sorted(__all__)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import stats
+from . import _sample_rng, stats
 
 
 class MapFetcher:
@@ -27,12 +27,18 @@ class MapFetcher:
         clock = stats.active_clock()
         start = time.perf_counter() if clock is not None else 0.0
         if not self.auto_collation:
+            _sample_rng.set_index(index)
             data = self.dataset[index]
         elif self._getitems is not None:
+            _sample_rng.set_index(index)
             data = self._getitems(index)
         else:
             dataset = self.dataset
-            data = [dataset[i] for i in index]
+            data = []
+            for i in index:
+                _sample_rng.set_index(i)  # so that sample_rng() is this sample's generator
+                data.append(dataset[i])
+        _sample_rng.set_index(None)
         return _collate_timed(self.collate_fn, data, clock, start)
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-from . import _plan
+from . import _plan, _state
 from ._iter.multi_process import MultiProcessIterator
 from ._iter.single_process import SingleProcessIterator
 from .dataset import Dataset
@@ -85,6 +87,9 @@ class DataLoader(Generic[T_co]):
             object.__setattr__(self, attribute, getattr(plan, field))
         self._IterableDataset_len_called: int | None = None
         self._iterator: Any = None
+        self._epochs_started = 0
+        self._last_iterator: Callable[[], Any] = lambda: None
+        self._resume: dict[str, Any] | None = None
         self._initialized = True
         self.check_worker_number_rationality()
 
@@ -116,12 +121,24 @@ class DataLoader(Generic[T_co]):
         values = {field: getattr(self, attribute) for field, attribute in _PLAN_ATTRIBUTES.items()}
         return _plan.LoadPlan(**values)
 
+    def _next_epoch(self) -> tuple[int, dict[str, Any] | None]:
+        """The number of the epoch about to start, and the state to resume it from, if any."""
+        resume, self._resume = self._resume, None
+        epoch = resume["epoch"] if resume is not None else self._epochs_started
+        self._epochs_started = epoch + 1
+        return epoch, resume
+
     def _get_iterator(self) -> Iterator[Any]:
         plan = self._plan_snapshot()
+        epoch, resume = self._next_epoch()
+        hint = self._IterableDataset_len_called
         if plan.num_workers == 0:
-            return SingleProcessIterator(plan, self._IterableDataset_len_called)
-        self.check_worker_number_rationality()
-        return MultiProcessIterator(plan, self._IterableDataset_len_called)
+            iterator: Any = SingleProcessIterator(plan, hint, epoch, resume)
+        else:
+            self.check_worker_number_rationality()
+            iterator = MultiProcessIterator(plan, hint, epoch, resume)
+        self._last_iterator = weakref.ref(iterator)
+        return iterator
 
     def __iter__(self) -> Iterator[Any]:
         """A new pass over the data. With persistent workers, the same iterator is reset and
@@ -131,8 +148,39 @@ class DataLoader(Generic[T_co]):
         if self._iterator is None or self._iterator.closed:
             self._iterator = self._get_iterator()
         else:
-            self._iterator.reset(self._plan_snapshot(), self._IterableDataset_len_called)
+            epoch, resume = self._next_epoch()
+            hint = self._IterableDataset_len_called
+            self._iterator.reset(self._plan_snapshot(), hint, epoch, resume)
         return self._iterator
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where loading stands, as a small JSON-safe dict (positions and generator states, no
+        data). ``load_state_dict`` on a new loader over the same dataset continues from here:
+        the rest of this epoch and every later one come out as they would have; ``num_workers``
+        may differ. Valid at any point, also between epochs. See docs/design/checkpoint.md."""
+        if self._resume is not None:
+            return copy.deepcopy(self._resume)
+        iterator = self._last_iterator()
+        if iterator is not None and not iterator.exhausted:
+            return iterator.state_dict()
+        plan = self._plan_snapshot()
+        return _state.build(
+            plan,
+            epoch=self._epochs_started,
+            batches_yielded=0,
+            generator=_state.generator_state(plan.generator),
+            sampler=_state.sampler_state(plan.index_sampler),
+            num_workers=plan.num_workers,
+        )
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (from ``state_dict()``) at the next ``iter(loader)``.
+
+        Raises ValueError for a state that does not fit: another dataset length, sampler,
+        batch size, drop_last, or state format.
+        """
+        _state.check_resumable(state, self._plan_snapshot())
+        self._resume = copy.deepcopy(state)
 
     def __len__(self) -> int:
         if not self._iterable:

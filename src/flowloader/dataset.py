@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
-from . import _seed
+from . import _sample_rng, _seed
 from ._compat import torch as _torch
 
 T_co = TypeVar("T_co", covariant=True)
@@ -123,10 +123,16 @@ class StackDataset(Dataset[Any]):
 
 
 def _fetch_many(dataset: Any, indices: list) -> list:
-    """``dataset.__getitems__(indices)`` when defined (length-checked), else one by one."""
+    """``dataset.__getitems__(indices)`` when defined (length-checked), else one by one (each
+    with its own sample generator, see :func:`flowloader.sample_rng`)."""
     getitems = getattr(dataset, "__getitems__", None)
     if not callable(getitems):
-        return [dataset[i] for i in indices]
+        samples = []
+        with _sample_rng.sample_context(None):
+            for i in indices:
+                _sample_rng.set_index(i)
+                samples.append(dataset[i])
+        return samples
     items = getitems(indices)
     if len(items) != len(indices):
         raise ValueError(

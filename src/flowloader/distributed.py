@@ -110,6 +110,12 @@ class DistributedSampler(Sampler[int]):
     def __len__(self) -> int:
         return self.num_samples
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "seed": self.seed}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.epoch, self.seed = int(state["epoch"]), int(state["seed"])
+
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch; with ``shuffle=True`` each epoch gives every rank a new order."""
         self.epoch = epoch

@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from . import _seed
+from ._state_codec import generator_state, restore_generator
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -112,6 +113,12 @@ class RandomSampler(Sampler[int]):
     def __len__(self) -> int:
         return self.num_samples
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"generator": generator_state(self.generator)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        restore_generator(self.generator, state["generator"])
+
 
 class SubsetRandomSampler(Sampler[int]):
     """The given indices in a random order."""
@@ -127,6 +134,12 @@ class SubsetRandomSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return len(self.indices)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"generator": generator_state(self.generator)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        restore_generator(self.generator, state["generator"])
 
 
 class WeightedRandomSampler(Sampler[int]):
@@ -190,6 +203,12 @@ class WeightedRandomSampler(Sampler[int]):
     def __len__(self) -> int:
         return self.num_samples
 
+    def state_dict(self) -> dict[str, Any]:
+        return {"generator": generator_state(self.generator)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        restore_generator(self.generator, state["generator"])
+
 
 class BatchSampler(Sampler[list[int]]):
     """Group the indices of ``sampler`` into lists of ``batch_size``."""
@@ -221,6 +240,15 @@ class BatchSampler(Sampler[list[int]]):
         if self.drop_last:
             return n // self.batch_size
         return (n + self.batch_size - 1) // self.batch_size
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """The wrapped sampler's state, if it has one."""
+        state_dict = getattr(self.sampler, "state_dict", None)
+        return state_dict() if callable(state_dict) else None
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        if state is not None:
+            self.sampler.load_state_dict(state)
 
 
 class _InfiniteConstantSampler(Sampler[None]):

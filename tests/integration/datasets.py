@@ -120,3 +120,18 @@ def record_worker_id(worker_id: int) -> None:
 
 def failing_init(worker_id: int) -> None:
     raise RuntimeError(f"init failed in {worker_id}")
+
+
+class Augmented(fl.Dataset):
+    """Sample i carries draws from its own generator (flowloader.sample_rng())."""
+
+    def __init__(self, n: int = 23) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        rng = fl.sample_rng()
+        noise = rng.integers(0, 1 << 30, 2) if rng is not None else np.zeros(2, np.int64)
+        return np.concatenate([[i], noise]).astype(np.int64)

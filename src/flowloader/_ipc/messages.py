@@ -30,6 +30,7 @@ class Task(Wire):
     task_id: int
     indices: Any
     releases: tuple[str, ...] = ()
+    seed: int | None = None  # the epoch's seed, from which every sample's generator derives
 
 
 @dataclass(frozen=True)

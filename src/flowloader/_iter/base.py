@@ -7,16 +7,24 @@ import time
 import warnings
 from typing import Any
 
-from .. import _seed, stats
+from .. import _seed, _state, stats
 from .._plan import LoadPlan
+
+_END = object()
 
 
 class BaseIterator:
     """One pass over a DataLoader's data, as the plan describes it."""
 
-    def __init__(self, plan: LoadPlan, length_hint: int | None) -> None:
+    def __init__(
+        self,
+        plan: LoadPlan,
+        length_hint: int | None,
+        epoch: int = 0,
+        resume: dict[str, Any] | None = None,
+    ) -> None:
         self._plan = plan
-        self._start_epoch(plan, length_hint)
+        self._start_epoch(plan, length_hint, epoch, resume)
         if plan.pin_memory:
             warnings.warn(
                 "pin_memory=True has no effect: batches are NumPy arrays, and page-locked "
@@ -24,19 +32,68 @@ class BaseIterator:
                 stacklevel=4,
             )
 
-    def _start_epoch(self, plan: LoadPlan, length_hint: int | None) -> None:
+    def _start_epoch(
+        self,
+        plan: LoadPlan,
+        length_hint: int | None,
+        epoch: int,
+        resume: dict[str, Any] | None = None,
+    ) -> None:
         self._plan = plan
+        self._epoch_number = epoch
+        if resume is not None:
+            _state.restore_generator(plan.generator, resume["generator"])
+            if resume["sampler"] is not None:
+                plan.index_sampler.load_state_dict(resume["sampler"])
+        # Everything this epoch's order depends on, as it is before the first draw.
+        self._generator_at_start = _state.generator_state(plan.generator)
+        self._sampler_at_start = _state.sampler_state(plan.index_sampler)
         # Drawn every epoch, with or without workers, so that the sampler's draws (which may
         # share the generator) are the same whatever num_workers and persistent_workers are.
         self._base_seed = _seed.draw_seed(plan.generator)
         self._sampler_iter = iter(plan.index_sampler)
         self._num_yielded = 0
+        self._exhausted = False
+        self._skip_batches = 0
+        if resume is not None:
+            self._resume_position(plan, resume["batches_yielded"])
         self._length_hint = length_hint
         self._stats = stats.LoaderStats(num_workers=plan.num_workers)
         self._started_at = time.perf_counter()
         self._cpu_at_start = time.process_time()
         self._batches = 0
         self._waited_s = 0.0
+
+    def _resume_position(self, plan: LoadPlan, batches: int) -> None:
+        """Continue after ``batches`` batches: a map-style epoch skips their indices without
+        loading anything; a stream has no indices, so its batches are loaded and dropped."""
+        if plan.iterable:
+            self._skip_batches = batches
+        else:
+            for _ in range(batches):
+                if next(self._sampler_iter, _END) is _END:
+                    break
+        self._num_yielded = batches
+
+    @property
+    def exhausted(self) -> bool:
+        return self._exhausted
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this epoch stands: enough to continue it in a new loader (see DataLoader)."""
+        if self._plan.num_workers > 0 and not self._plan.in_order:
+            raise ValueError(
+                "state_dict() needs in_order=True: with in_order=False batches arrive out of "
+                "sampler order, so no position in the order describes what was delivered"
+            )
+        return _state.build(
+            self._plan,
+            epoch=self._epoch_number,
+            batches_yielded=self._num_yielded,
+            generator=self._generator_at_start,
+            sampler=self._sampler_at_start,
+            num_workers=self._plan.num_workers,
+        )
 
     def stats(self) -> stats.LoaderStats:
         """Where the time went since this epoch started (see :mod:`flowloader.stats`)."""
@@ -76,15 +133,25 @@ class BaseIterator:
         return len(self._plan.index_sampler)
 
     def __next__(self) -> Any:
+        while self._skip_batches:  # resuming a stream: load and drop what was delivered
+            self._skip_batches -= 1
+            self._guarded_next()
         if not stats.enabled:
-            data = self._next_data()
+            data = self._guarded_next()
         else:
             started = time.perf_counter()
-            data = self._next_data()
+            data = self._guarded_next()
             self._count_batch(time.perf_counter() - started)
         self._num_yielded += 1
         self._warn_if_past_reported_length()
         return data
+
+    def _guarded_next(self) -> Any:
+        try:
+            return self._next_data()
+        except StopIteration:
+            self._exhausted = True
+            raise
 
     def _next_data(self) -> Any:
         raise NotImplementedError

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import itertools
 import multiprocessing
 import os
@@ -128,7 +129,7 @@ class WorkerGroup:
         """Send a task, carrying the worker's pending releases with it."""
         names = self.pending_releases.pop(worker_id, None)
         if names:
-            task = messages.Task(task.epoch, task.task_id, task.indices, tuple(names))
+            task = dataclasses.replace(task, releases=tuple(names))
         self.send(worker_id, task)
 
     def send_releases(self) -> None:

@@ -25,8 +25,14 @@ from .reorder import ReorderBuffer
 class MultiProcessIterator(BaseIterator):
     """The num_workers > 0 iterator; reusable across epochs when workers are persistent."""
 
-    def __init__(self, plan: LoadPlan, length_hint: int | None) -> None:
-        super().__init__(plan, length_hint)
+    def __init__(
+        self,
+        plan: LoadPlan,
+        length_hint: int | None,
+        epoch: int = 0,
+        resume: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(plan, length_hint, epoch, resume)
         self._epoch = 0
         self._workers = WorkerGroup(plan, self._base_seed, self._epoch)
         self._finalizer = weakref.finalize(self, self._workers.shutdown)
@@ -45,9 +51,15 @@ class MultiProcessIterator(BaseIterator):
         """True once the workers are stopped; the iterator cannot be reset any more."""
         return not self._finalizer.alive
 
-    def reset(self, plan: LoadPlan, length_hint: int | None) -> None:
+    def reset(
+        self,
+        plan: LoadPlan,
+        length_hint: int | None,
+        epoch: int,
+        resume: dict[str, Any] | None = None,
+    ) -> None:
         """Start the next epoch on the same (persistent) workers."""
-        self._start_epoch(plan, length_hint)
+        self._start_epoch(plan, length_hint, epoch, resume)
         self._epoch += 1
         self._dispatcher.reset()
         self._reorder.reset()
@@ -75,7 +87,8 @@ class MultiProcessIterator(BaseIterator):
             except StopIteration:
                 return
             task_id = self._dispatcher.assign(worker, indices)
-            self._workers.send_task(worker, messages.Task(self._epoch, task_id, indices))
+            task = messages.Task(self._epoch, task_id, indices, seed=self._base_seed)
+            self._workers.send_task(worker, task)
 
     def _next_data(self) -> Any:
         if self._epoch_done or self.closed:
@@ -98,6 +111,7 @@ class MultiProcessIterator(BaseIterator):
 
     def _end_epoch(self) -> None:
         self._epoch_done = True
+        self._exhausted = True
         if not self._plan.persistent_workers:
             self.shutdown()
 

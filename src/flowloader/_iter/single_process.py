@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import stats
+from .. import _sample_rng, stats
 from .._fetch import make_fetcher
 from .._plan import LoadPlan
 from .base import BaseIterator
@@ -13,14 +13,20 @@ from .base import BaseIterator
 class SingleProcessIterator(BaseIterator):
     """The num_workers=0 iterator."""
 
-    def __init__(self, plan: LoadPlan, length_hint: int | None) -> None:
+    def __init__(
+        self,
+        plan: LoadPlan,
+        length_hint: int | None,
+        epoch: int = 0,
+        resume: dict[str, Any] | None = None,
+    ) -> None:
         if plan.timeout != 0:
             # PyTorch refuses this combination at iter() with the same exception type.
             raise AssertionError(
                 f"timeout={plan.timeout} only applies to worker processes; "
                 "use timeout=0 with num_workers=0"
             )
-        super().__init__(plan, length_hint)
+        super().__init__(plan, length_hint, epoch, resume)
         self._fetcher = make_fetcher(
             plan.dataset, plan.iterable, plan.auto_collation, plan.collate_fn, plan.drop_last
         )
@@ -29,9 +35,11 @@ class SingleProcessIterator(BaseIterator):
     def _next_data(self) -> Any:
         index = self._next_index()
         previous = stats.set_clock(self._clock if stats.enabled else None)
+        _sample_rng.set_epoch_seed(self._base_seed)
         try:
             return self._fetcher.fetch(index)
         finally:
+            _sample_rng.set_epoch_seed(None)
             stats.set_clock(previous)
 
     def stats(self) -> stats.LoaderStats:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _seed, stats
+from .. import _sample_rng, _seed, stats
 from .._fetch import make_fetcher
 from .._ipc import messages
 from .._ipc.batch_codec import encode
@@ -181,6 +181,7 @@ def run_worker(config: WorkerConfig, tasks: Any, results: Any) -> None:
             message = tasks.recv()
             if isinstance(message, messages.Task):
                 worker.pool.release(message.releases)
+                _sample_rng.set_epoch_seed(message.seed)
                 worker.run_task(message)
             elif isinstance(message, messages.Release):
                 worker.pool.release(message.segment_names)

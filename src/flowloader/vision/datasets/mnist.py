@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 from PIL import Image
 
+import flowloader
 from flowloader import stats
 from flowloader.collate import CollatedSamples
 
@@ -135,10 +136,14 @@ class MNIST(VisionDataset):
     def __getitems__(self, indices: list[int]) -> Any:
         """A batch: one gather, then the transform over the whole batch when it can."""
         if self.target_transform is not None or not batch_capable(self.transform):
-            return [self[i] for i in indices]
+            samples = []
+            for i in indices:
+                with flowloader.sample_context(i):
+                    samples.append(self[i])
+            return samples
         pixels = self.data[np.asarray(indices, dtype=np.int64)]
         with stats.stage("transform"):
-            images = apply_batch(self.transform, pixels)
+            images = apply_batch(self.transform, pixels, indices)
         targets = self.targets[indices]
         return CollatedSamples((images, targets), lambda i: (images[i], int(targets[i])))
 

@@ -13,6 +13,10 @@ from typing import Any
 
 import numpy as np
 
+import flowloader
+
+from . import rng as _rng
+
 
 @dataclass
 class ImageBatch:
@@ -34,10 +38,13 @@ def batch_capable(transform: Any) -> bool:
     return all(hasattr(step, "apply_batch") for step in steps)
 
 
-def apply_batch(transform: Any, pixels: np.ndarray) -> np.ndarray:
-    """Apply a batch-capable transform to a stack of images' pixels; returns the array."""
+def apply_batch(transform: Any, pixels: np.ndarray, indices: Any = None) -> np.ndarray:
+    """Apply a batch-capable transform to a stack of images' pixels; returns the array.
+
+    ``indices`` are the samples' dataset indices, for their own generators inside a loader.
+    """
     steps = list(getattr(transform, "transforms", [transform]))
-    draws = _draw_per_sample(steps, len(pixels))
+    draws = _draw_per_sample(steps, len(pixels), indices)
     batch = ImageBatch(pixels, "pil")
     position = 0
     while position < len(steps):
@@ -53,17 +60,22 @@ def apply_batch(transform: Any, pixels: np.ndarray) -> np.ndarray:
     return batch.array
 
 
-def _draw_per_sample(steps: list[Any], count: int) -> dict[int, np.ndarray]:
+def _draw_per_sample(steps: list[Any], count: int, indices: Any) -> dict[int, np.ndarray]:
     """Uniform draws for the random steps, grouped by generator so that each generator yields
     its numbers in the order the per-sample path would ask for them."""
     by_generator: dict[int, tuple[Any, list[int]]] = {}
     for position, step in enumerate(steps):
         if getattr(step, "draws_per_sample", 0):
-            rng = step.generator()
-            by_generator.setdefault(id(rng), (rng, []))[1].append(position)
+            source = _rng.batch_source(step.rng)
+            by_generator.setdefault(id(source), (source, []))[1].append(position)
     draws: dict[int, np.ndarray] = {}
-    for rng, positions in by_generator.values():
-        table = np.asarray(rng.random(count * len(positions))).reshape(count, len(positions))
+    for source, positions in by_generator.values():
+        if source is _rng.PER_SAMPLE:
+            table = np.stack(
+                [flowloader.sample_rng(int(i)).random(len(positions)) for i in indices]
+            ).reshape(count, len(positions))
+        else:
+            table = np.asarray(source.random(count * len(positions))).reshape(count, len(positions))
         for column, position in enumerate(positions):
             draws[position] = table[:, column]
     return draws

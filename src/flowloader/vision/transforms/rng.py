@@ -1,11 +1,14 @@
-"""Where random transforms draw from: an explicit ``numpy.random.Generator``, or by default
-NumPy's global RNG (which every DataLoader worker seeds differently)."""
+"""Where random transforms draw from: an explicit ``numpy.random.Generator``; else, inside a
+DataLoader, the generator of the sample being loaded (``flowloader.sample_rng()``: the same
+whatever ``num_workers``); else NumPy's global RNG."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+
+import flowloader
 
 
 class GlobalNumPyRNG:
@@ -28,4 +31,23 @@ GLOBAL_RNG = GlobalNumPyRNG()
 
 
 def resolve(rng: np.random.Generator | None) -> Any:
-    return GLOBAL_RNG if rng is None else rng
+    if rng is not None:
+        return rng
+    sample = flowloader.sample_rng()
+    return GLOBAL_RNG if sample is None else sample
+
+
+class PerSample:
+    """Marks transforms that draw from each sample's own generator (batch path)."""
+
+
+PER_SAMPLE = PerSample()
+
+
+def batch_source(rng: np.random.Generator | None) -> Any:
+    """What a random step draws from when a whole batch is transformed at once."""
+    if rng is not None:
+        return rng
+    if flowloader.sample_rng(0) is not None:  # inside a loader: per-sample generators
+        return PER_SAMPLE
+    return GLOBAL_RNG

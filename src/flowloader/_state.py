@@ -1,0 +1,78 @@
+"""Checkpoint state for a DataLoader: small, JSON-safe, versioned (no data, only positions and
+generator states). See docs/design/checkpoint.md for the semantics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._plan import LoadPlan
+from ._state_codec import generator_state, restore_generator
+
+__all__ = ["STATE_VERSION", "build", "check_resumable", "generator_state", "restore_generator"]
+
+STATE_VERSION = 1
+
+
+def sampler_state(sampler: Any) -> Any:
+    state_dict = getattr(sampler, "state_dict", None)
+    return state_dict() if callable(state_dict) else None
+
+
+def fingerprint(plan: LoadPlan) -> dict[str, Any]:
+    """What a state must agree on to be resumed (num_workers may differ)."""
+    try:
+        length = len(plan.dataset)
+    except TypeError:
+        length = None
+    return {
+        "dataset": type(plan.dataset).__name__,
+        "dataset_length": length,
+        "iterable": plan.iterable,
+        "sampler": type(plan.sampler).__name__,
+        "batch_sampler": (
+            type(plan.batch_sampler).__name__ if plan.batch_sampler is not None else None
+        ),
+        "batch_size": plan.batch_size,
+        "drop_last": plan.drop_last,
+    }
+
+
+def check_resumable(state: dict[str, Any], plan: LoadPlan) -> None:
+    """Refuse, with a clear ValueError, a state this loader cannot continue."""
+    if not isinstance(state, dict) or state.get("format") != "flowloader.DataLoader":
+        raise ValueError("not a flowloader DataLoader state (expected DataLoader.state_dict())")
+    if state.get("version") != STATE_VERSION:
+        raise ValueError(
+            f"DataLoader state version {state.get('version')} is not supported "
+            f"(this flowloader reads version {STATE_VERSION})"
+        )
+    current = fingerprint(plan)
+    differences = [
+        f"{key}: saved {state['fingerprint'].get(key)!r}, this loader {value!r}"
+        for key, value in current.items()
+        if state["fingerprint"].get(key) != value
+    ]
+    if differences:
+        raise ValueError(
+            "this DataLoader state does not fit this loader: " + "; ".join(differences)
+        )
+
+
+def build(
+    plan: LoadPlan,
+    epoch: int,
+    batches_yielded: int,
+    generator: dict[str, Any],
+    sampler: Any,
+    num_workers: int,
+) -> dict[str, Any]:
+    return {
+        "format": "flowloader.DataLoader",
+        "version": STATE_VERSION,
+        "epoch": epoch,
+        "batches_yielded": batches_yielded,
+        "generator": generator,
+        "sampler": sampler,
+        "num_workers": num_workers,
+        "fingerprint": fingerprint(plan),
+    }

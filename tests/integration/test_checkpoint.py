@@ -1,0 +1,244 @@
+"""Exact resume: state_dict() anywhere in an epoch, load_state_dict() into a fresh loader,
+identical batches afterwards, whatever num_workers before and after."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import flowloader as fl
+from flowloader.vision import datasets
+from flowloader.vision import transforms as T
+
+from .checkpoint import epochs, round_trip
+from .datasets import Augmented, Stream
+
+
+def augmented_loader(n: int, batch_size: int, drop_last: bool, shuffle: bool, seed: int):
+    def make(workers: int) -> fl.DataLoader:
+        return fl.DataLoader(
+            Augmented(n),
+            batch_size=batch_size,
+            drop_last=drop_last,
+            shuffle=shuffle,
+            num_workers=workers,
+            generator=seed,
+        )
+
+    return make
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(1, 30),
+    batch_size=st.integers(1, 7),
+    drop_last=st.booleans(),
+    shuffle=st.booleans(),
+    workers=st.sampled_from([(0, 0), (0, 2), (2, 0), (1, 3), (2, 2)]),
+    stop_epoch=st.integers(0, 1),
+    where=st.floats(0, 1),
+    seed=st.integers(0, 2**32),
+)
+def test_round_trip(n, batch_size, drop_last, shuffle, workers, stop_epoch, where, seed) -> None:
+    make = augmented_loader(n, batch_size, drop_last, shuffle, seed)
+    length = len(make(0))
+    stop_batch = round(where * length)  # 0 (start), the middle, or length (the end)
+    round_trip(make, stop_epoch, stop_batch, *workers, total_epochs=2)
+
+
+@pytest.mark.parametrize("stop_batch", [0, 3, 6])
+def test_round_trip_with_persistent_workers(stop_batch) -> None:
+    def make(workers):
+        return fl.DataLoader(
+            Augmented(24),
+            batch_size=4,
+            shuffle=True,
+            generator=9,
+            num_workers=workers,
+            persistent_workers=workers > 0,
+        )
+
+    round_trip(make, 1, stop_batch, 2, 1)
+
+
+def test_round_trip_without_a_seed_follows_numpy_global_state() -> None:
+    def make(workers):
+        np.random.seed(11)  # as a script that seeds NumPy once at start
+        return fl.DataLoader(Augmented(20), batch_size=3, shuffle=True, num_workers=workers)
+
+    round_trip(make, 1, 2, 0, 2)
+
+
+def test_round_trip_with_random_transforms_and_a_sampler() -> None:
+    root = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"flowloader-ckpt-{os.getpid()}")
+    datasets.make_image_folder(root, num_classes=2, images_per_class=8, size=(48, 40))
+    transform = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor()])
+
+    def make(workers):
+        ds = datasets.ImageFolder(root, transform=transform)
+        sampler = fl.RandomSampler(ds, replacement=True, num_samples=12, generator=4)
+        return fl.DataLoader(ds, batch_size=5, sampler=sampler, num_workers=workers, generator=8)
+
+    round_trip(make, 1, 1, 2, 0)
+
+
+def test_distributed_sampler_state_travels() -> None:
+    def make(workers):
+        sampler = fl.DistributedSampler(range(20), num_replicas=2, rank=1, seed=3)
+        sampler.set_epoch(5)
+        return fl.DataLoader(list(range(20)), batch_size=3, sampler=sampler, num_workers=workers)
+
+    round_trip(make, 0, 2, 1, 0, total_epochs=1)
+
+
+def test_iterable_dataset_fast_forwards() -> None:
+    def make(workers):
+        return fl.DataLoader(Stream(20), batch_size=3, num_workers=workers)
+
+    round_trip(make, 0, 2, 2, 2, total_epochs=1)
+
+
+def test_randomness_is_the_same_for_any_num_workers() -> None:
+    runs = [epochs(augmented_loader(17, 4, False, True, 5)(w), 2) for w in (0, 1, 2, 3)]
+    assert runs[0] == runs[1] == runs[2] == runs[3]
+    assert runs[0] != epochs(augmented_loader(17, 4, False, True, 6)(0), 2)
+
+
+def test_state_is_small_and_json_safe() -> None:
+    loader = augmented_loader(100, 8, False, True, 1)(0)
+    iterator = iter(loader)
+    next(iterator)
+    text = json.dumps(loader.state_dict())
+    assert len(text) < 2000
+    assert json.loads(text)["batches_yielded"] == 1
+
+
+@pytest.mark.parametrize(
+    ("other", "match"),
+    [
+        (
+            lambda: fl.DataLoader(Augmented(24), batch_size=4, shuffle=True, generator=1),
+            "dataset_length",
+        ),
+        (
+            lambda: fl.DataLoader(Augmented(23), batch_size=5, shuffle=True, generator=1),
+            "batch_size",
+        ),
+        (lambda: fl.DataLoader(Augmented(23), batch_size=4, generator=1), "sampler"),
+        (
+            lambda: fl.DataLoader(
+                Augmented(23), batch_size=4, shuffle=True, drop_last=True, generator=1
+            ),
+            "drop_last",
+        ),
+    ],
+)
+def test_a_state_that_does_not_fit_is_refused(other, match) -> None:
+    state = fl.DataLoader(Augmented(23), batch_size=4, shuffle=True, generator=1).state_dict()
+    with pytest.raises(ValueError, match=match):
+        other().load_state_dict(state)
+
+
+def test_malformed_states_are_refused() -> None:
+    loader = fl.DataLoader(Augmented(5))
+    with pytest.raises(ValueError, match="not a flowloader"):
+        loader.load_state_dict({"epoch": 1})
+    state = loader.state_dict()
+    state["version"] = 99
+    with pytest.raises(ValueError, match="version 99"):
+        loader.load_state_dict(state)
+
+
+def test_generator_kind_must_match() -> None:
+    state = fl.DataLoader(Augmented(5), shuffle=True, generator=1).state_dict()
+    unseeded = fl.DataLoader(Augmented(5), shuffle=True)
+    unseeded.load_state_dict(state)
+    with pytest.raises(ValueError, match="numpy generator"):
+        iter(unseeded)
+
+
+def test_out_of_order_delivery_cannot_be_checkpointed_mid_epoch() -> None:
+    loader = fl.DataLoader(Augmented(8), batch_size=2, num_workers=2, in_order=False)
+    iterator = iter(loader)
+    next(iterator)
+    with pytest.raises(ValueError, match="in_order=True"):
+        loader.state_dict()
+    del iterator
+
+
+@pytest.mark.timeout(120)
+def test_resume_in_a_fresh_process_after_the_first_was_killed(tmp_path) -> None:
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = textwrap.dedent(
+        f"""
+        import json, os, sys
+        sys.path.insert(0, {tests_dir!r})
+        import flowloader as fl
+        from integration.datasets import Augmented
+        from integration.checkpoint import as_bytes
+        loader = fl.DataLoader(Augmented(30), batch_size=4, shuffle=True, generator=21,
+                               num_workers=int(sys.argv[2]))
+        state_path, out_path = sys.argv[1], sys.argv[3]
+        if sys.argv[4] == "train":
+            for step, batch in enumerate(loader):
+                if step == 3:
+                    with open(state_path, "w") as f:
+                        json.dump(loader.state_dict(), f)
+                    os.kill(os.getpid(), 9)  # the job is killed
+        else:
+            with open(state_path) as f:
+                loader.load_state_dict(json.load(f))
+            with open(out_path, "wb") as out:
+                for epoch in range(2):
+                    for batch in loader:
+                        out.write(as_bytes(batch).hex().encode() + b"\\n")
+        """
+    )
+    state, out = tmp_path / "state.json", tmp_path / "out.txt"
+    killed = subprocess.run(
+        [sys.executable, "-c", script, str(state), "2", str(out), "train"], timeout=60
+    )
+    assert killed.returncode == -9
+    resumed = subprocess.run(
+        [sys.executable, "-c", script, str(state), "1", str(out), "resume"], timeout=60
+    )
+    assert resumed.returncode == 0
+    reference = epochs(fl.DataLoader(Augmented(30), batch_size=4, shuffle=True, generator=21), 2)
+    assert [bytes.fromhex(line) for line in out.read_text().split()] == reference[4:]
+
+
+def test_image_augmentations_are_byte_identical_for_any_num_workers(tmp_path) -> None:
+    datasets.make_image_folder(str(tmp_path), num_classes=2, images_per_class=10, size=(60, 45))
+    transform = T.Compose(
+        [
+            T.RandomResizedCrop(32),
+            T.RandomHorizontalFlip(),
+            T.RandomVerticalFlip(),
+            T.ColorJitter(0.4, 0.4, 0.4, 0.1),
+            T.ToTensor(),
+            T.Normalize((0.5, 0.5, 0.5), (0.25, 0.25, 0.25)),
+        ]
+    )
+    ds = datasets.ImageFolder(str(tmp_path), transform=transform)
+    runs = [
+        epochs(fl.DataLoader(ds, batch_size=6, shuffle=True, num_workers=w, generator=3), 2)
+        for w in (0, 1, 2, 3)
+    ]
+    assert runs[0] == runs[1] == runs[2] == runs[3]
+    assert runs[0][:4] != runs[0][4:8]  # epochs differ
+
+
+def test_global_rng_code_keeps_per_worker_seeding() -> None:
+    from .datasets import RandomDraws
+
+    loader = fl.DataLoader(RandomDraws(), batch_size=None, num_workers=2, generator=0)
+    draws = [tuple(x.tolist()) for x, _ in loader]
+    assert draws[0] != draws[1]  # workers 0 and 1 seed their global RNGs differently
