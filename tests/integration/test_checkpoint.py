@@ -242,3 +242,43 @@ def test_global_rng_code_keeps_per_worker_seeding() -> None:
     loader = fl.DataLoader(RandomDraws(), batch_size=None, num_workers=2, generator=0)
     draws = [tuple(x.tolist()) for x, _ in loader]
     assert draws[0] != draws[1]  # workers 0 and 1 seed their global RNGs differently
+
+
+class CountingStream(fl.IterableDataset):
+    """A stream that can say where it is and go back there."""
+
+    def __init__(self, n: int = 20) -> None:
+        self.n, self.position, self.resume_from = n, 0, 0
+
+    def __iter__(self):
+        self.position, self.resume_from = self.resume_from, 0
+        while self.position < self.n:
+            self.position += 1
+            yield self.position - 1
+
+    def state_dict(self):
+        return {"position": self.position}
+
+    def load_state_dict(self, state):
+        self.resume_from = state["position"]
+
+
+def test_iterable_dataset_with_its_own_state_is_restored_not_fast_forwarded() -> None:
+    first = fl.DataLoader(CountingStream(), batch_size=3)
+    iterator = iter(first)
+    delivered = [next(iterator).tolist() for _ in range(2)]
+    state = json.loads(json.dumps(first.state_dict()))
+    assert state["dataset"] == {"position": 6}
+    stream = CountingStream()
+    resumed = fl.DataLoader(stream, batch_size=3)
+    resumed.load_state_dict(state)
+    rest = [b.tolist() for b in resumed]
+    assert delivered + rest == [
+        [0, 1, 2],
+        [3, 4, 5],
+        [6, 7, 8],
+        [9, 10, 11],
+        [12, 13, 14],
+        [15, 16, 17],
+        [18, 19],
+    ]

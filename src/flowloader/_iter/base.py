@@ -86,7 +86,7 @@ class BaseIterator:
                 "state_dict() needs in_order=True: with in_order=False batches arrive out of "
                 "sampler order, so no position in the order describes what was delivered"
             )
-        return _state.build(
+        state = _state.build(
             self._plan,
             epoch=self._epoch_number,
             batches_yielded=self._num_yielded,
@@ -94,6 +94,12 @@ class BaseIterator:
             sampler=self._sampler_at_start,
             num_workers=self._plan.num_workers,
         )
+        state["dataset"] = self._dataset_state()
+        return state
+
+    def _dataset_state(self) -> Any:
+        """An iterable dataset's own state, where this iterator can take it (in-process)."""
+        return None
 
     def stats(self) -> stats.LoaderStats:
         """Where the time went since this epoch started (see :mod:`flowloader.stats`)."""

@@ -27,10 +27,21 @@ class SingleProcessIterator(BaseIterator):
                 "use timeout=0 with num_workers=0"
             )
         super().__init__(plan, length_hint, epoch, resume)
+        saved = resume.get("dataset") if resume is not None else None
+        if saved is not None and callable(getattr(plan.dataset, "load_state_dict", None)):
+            # The stream restores its own position, before iter() starts it: no fast-forward.
+            plan.dataset.load_state_dict(saved)
+            self._skip_batches = 0
         self._fetcher = make_fetcher(
             plan.dataset, plan.iterable, plan.auto_collation, plan.collate_fn, plan.drop_last
         )
         self._clock = stats.StageClock()
+
+    def _dataset_state(self) -> Any:
+        state_dict = getattr(self._plan.dataset, "state_dict", None)
+        if self._plan.iterable and callable(state_dict):
+            return state_dict()
+        return None
 
     def _next_data(self) -> Any:
         index = self._next_index()
