@@ -17,10 +17,10 @@ MAX_MODULE_LINES = 600
 LAYERS = [
     {"errors", "_compat", "stats"},
     {"_seed", "_ipc", "_sample_rng", "_state_codec"},
-    {"dataset", "sampler", "distributed", "collate", "_fetch"},
+    {"dataset", "sampler", "distributed", "collate", "_fetch", "_output"},
     {"_worker"},
     {"_state", "_plan", "_iter"},
-    {"dataloader"},
+    {"dataloader", "sharding"},
     {"__init__", "__main__", "utils", "vision", "cli"},
 ]
 

@@ -23,6 +23,7 @@ from .sampler import (
     SubsetRandomSampler,
     WeightedRandomSampler,
 )
+from .sharding import shard_stream
 
 __version__ = "0.1.0"
 
@@ -49,5 +50,6 @@ __all__ = [
     "random_split",
     "sample_context",
     "sample_rng",
+    "shard_stream",
 ]
 assert __all__ == sorted(__all__)

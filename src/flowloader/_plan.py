@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import _seed
+from ._output import check_output
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler, _InfiniteConstantSampler
@@ -44,6 +45,7 @@ class LoadPlan:
     pin_memory: bool
     pin_memory_device: str
     in_order: bool
+    output: str = "numpy"
 
     @property
     def auto_collation(self) -> bool:
@@ -152,9 +154,11 @@ def resolve(
     persistent_workers: bool = False,
     pin_memory_device: str = "",
     in_order: bool = True,
+    output: str = "numpy",
 ) -> LoadPlan:
     """Validate DataLoader's arguments (PyTorch's rules and order) and build the plan."""
     prefetch_factor = _check_workers(num_workers, timeout, prefetch_factor, persistent_workers)
+    check_output(output)
     context = resolve_context(multiprocessing_context, num_workers)
     generator = _seed.resolve_generator(generator)
 
@@ -209,6 +213,7 @@ def resolve(
         pin_memory=pin_memory,
         pin_memory_device=pin_memory_device,
         in_order=in_order,
+        output=output,
     )
 
 

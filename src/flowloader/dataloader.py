@@ -38,7 +38,9 @@ class DataLoader(Generic[T_co]):
 
     The arguments, defaults and validation are PyTorch's ``torch.utils.data.DataLoader``'s;
     batches are NumPy arrays (see :func:`flowloader.default_collate`). ``generator`` may be an
-    int seed, a ``numpy.random.Generator``, a ``torch.Generator`` or None.
+    int seed, a ``numpy.random.Generator``, a ``torch.Generator`` or None. Our addition
+    ``output="torch"`` hands out torch tensors sharing the arrays' memory (and makes
+    ``pin_memory=True`` pin them where CUDA is available); ``output="jax"`` JAX arrays.
     """
 
     _initialized = False
@@ -63,6 +65,7 @@ class DataLoader(Generic[T_co]):
         persistent_workers: bool = False,
         pin_memory_device: str = "",
         in_order: bool = True,
+        output: str = "numpy",
     ) -> None:
         plan = _plan.resolve(
             dataset,
@@ -82,6 +85,7 @@ class DataLoader(Generic[T_co]):
             persistent_workers=persistent_workers,
             pin_memory_device=pin_memory_device,
             in_order=in_order,
+            output=output,
         )
         for field, attribute in _PLAN_ATTRIBUTES.items():
             object.__setattr__(self, attribute, getattr(plan, field))

@@ -270,7 +270,10 @@ def test_signatures_match(name) -> None:
             if p.name != "generator" or name != "random_split"
         ]
 
-    assert shape(getattr(fl, name)) == shape(getattr(tud, name))
+    ours, theirs = shape(getattr(fl, name)), shape(getattr(tud, name))
+    assert ours[: len(theirs)] == theirs
+    # Our additions come after PyTorch's parameters and are keyword-only.
+    assert all(kind == inspect.Parameter.KEYWORD_ONLY for _, kind, _ in ours[len(theirs) :])
 
 
 def test_public_names_cover_torch() -> None:

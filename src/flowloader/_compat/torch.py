@@ -43,6 +43,23 @@ def stack(tensors: list[Any]) -> Any:
     return torch.stack(tensors, 0)
 
 
+def accelerator_available() -> bool:
+    torch = imported_torch()
+    return torch is not None and bool(torch.cuda.is_available())
+
+
+def to_tensor(array: Any) -> Any:
+    """``torch.from_numpy``: the tensor shares the array's memory (no copy)."""
+    torch = imported_torch()
+    assert torch is not None
+    return torch.from_numpy(array)
+
+
+def pin(tensor: Any) -> Any:
+    """A page-locked copy (torch's caching host allocator reuses freed pinned blocks)."""
+    return tensor.pin_memory() if hasattr(tensor, "pin_memory") else tensor
+
+
 def length(obj: Any) -> int:
     """First-dimension size of an array or tensor."""
     return int(obj.shape[0])

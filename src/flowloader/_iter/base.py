@@ -7,7 +7,7 @@ import time
 import warnings
 from typing import Any
 
-from .. import _seed, _state, stats
+from .. import _output, _seed, _state, stats
 from .._plan import LoadPlan
 
 _END = object()
@@ -25,12 +25,7 @@ class BaseIterator:
     ) -> None:
         self._plan = plan
         self._start_epoch(plan, length_hint, epoch, resume)
-        if plan.pin_memory:
-            warnings.warn(
-                "pin_memory=True has no effect: batches are NumPy arrays, and page-locked "
-                "memory needs torch tensors on a machine with an accelerator.",
-                stacklevel=4,
-            )
+        self._convert = _output.converter(plan.output, plan.pin_memory)
 
     def _start_epoch(
         self,
@@ -150,7 +145,7 @@ class BaseIterator:
             self._count_batch(time.perf_counter() - started)
         self._num_yielded += 1
         self._warn_if_past_reported_length()
-        return data
+        return data if self._convert is None else self._convert(data)
 
     def _guarded_next(self) -> Any:
         try:

@@ -60,11 +60,21 @@ def natural_image(rng: np.random.Generator, width: int, height: int) -> Image.Im
 
 
 def digit_image(rng: np.random.Generator, label: int) -> np.ndarray:
-    """A 28x28 uint8 drawing of ``label`` with random placement and thickness."""
+    """A 28x28 uint8 drawing of ``label``: bold, roughly centred, with random size, offset
+    and a little noise (MNIST-like enough to learn from)."""
     image = Image.new("L", (28, 28), 0)
     draw = ImageDraw.Draw(image)
-    dx, dy = rng.integers(-3, 4, size=2)
-    draw.text((9 + int(dx), 7 + int(dy)), str(label), fill=255, font_size=int(rng.integers(12, 17)))
+    size = int(rng.integers(17, 23))
+    dx, dy = (int(v) for v in rng.integers(-2, 3, size=2))
+    draw.text(
+        (14 + dx, 14 + dy),
+        str(label),
+        fill=255,
+        font_size=size,
+        anchor="mm",
+        stroke_width=1,
+        stroke_fill=255,
+    )
     pixels = np.asarray(image, dtype=np.int16) + rng.integers(0, 30, (28, 28))
     return np.clip(pixels, 0, 255).astype(np.uint8)
 

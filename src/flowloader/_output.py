@@ -1,0 +1,53 @@
+"""The last step of the pipeline: batches as NumPy arrays (default), torch tensors or JAX arrays."""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from ._compat import jax as _jax
+from ._compat import torch as _torch
+from ._ipc import tree
+
+OUTPUTS = ("numpy", "torch", "jax")
+
+
+def check_output(output: str) -> None:
+    """Refuse an unknown output, or one whose framework is not installed, at construction."""
+    if output not in OUTPUTS:
+        raise ValueError(f"output should be one of {', '.join(OUTPUTS)}, but got output={output!r}")
+    if output != "numpy" and importlib.util.find_spec(output) is None:
+        raise ImportError(f"output={output!r} needs {output} installed (pip install {output})")
+
+
+def converter(output: str, pin_memory: bool) -> Callable[[Any], Any] | None:
+    """A function turning a NumPy batch into the requested output, or None for NumPy."""
+    if pin_memory and not (output == "torch" and _accelerator()):
+        warnings.warn(
+            "pin_memory=True has no effect: page-locked memory needs output='torch' and an "
+            "accelerator (CUDA); "
+            + ("none is available." if output == "torch" else f"batches are {output} arrays."),
+            stacklevel=5,
+        )
+        pin_memory = False
+    if output == "numpy":
+        return None
+    if output == "jax":
+        return lambda batch: _map_arrays(batch, _jax.to_array)
+    if pin_memory:
+        return lambda batch: _map_arrays(batch, lambda a: _torch.pin(_torch.to_tensor(a)))
+    return lambda batch: _map_arrays(batch, _torch.to_tensor)
+
+
+def _accelerator() -> bool:
+    import torch  # the user asked for torch output: importing it is theirs
+
+    del torch
+    return _torch.accelerator_available()
+
+
+def _map_arrays(batch: Any, fn: Callable[[Any], Any]) -> Any:
+    structure, arrays = tree.split(batch)
+    return tree.join(structure, [fn(array) for array in arrays])

@@ -1,0 +1,60 @@
+"""Run under torchrun by test_torchrun.py: every rank loads its shard; rank 0 writes them all."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch.distributed as dist
+
+import flowloader as fl
+
+
+class Ids(fl.Dataset):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+class IdStream(fl.IterableDataset):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self):
+        return fl.shard_stream(range(self.n))
+
+
+def loader(n: int, workers: int) -> fl.DataLoader:
+    sampler = fl.DistributedSampler(Ids(n), shuffle=True, seed=3)  # rank/world from dist
+    return fl.DataLoader(Ids(n), batch_size=4, sampler=sampler, num_workers=workers)
+
+
+def main() -> None:
+    n, out = int(sys.argv[1]), sys.argv[2]
+    dist.init_process_group("gloo")
+    batches = [b.tolist() for b in loader(n, workers=1)]
+    first = loader(n, workers=1)
+    iterator = iter(first)
+    part = [next(iterator).tolist() for _ in range(2)]
+    state = first.state_dict()
+    del iterator
+    second = loader(n, workers=0)
+    second.load_state_dict(state)
+    resumed = part + [b.tolist() for b in second]
+    stream = [int(v) for b in fl.DataLoader(IdStream(n), batch_size=3, num_workers=2) for v in b]
+    mine = {"batches": batches, "resumed": resumed, "stream": stream}
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, mine)
+    if dist.get_rank() == 0:
+        with open(out, "w") as f:
+            json.dump(gathered, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
