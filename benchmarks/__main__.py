@@ -28,6 +28,7 @@ SUITES = {
     "first_batch": ("Time to first batch (issue 3)", False),
     "mnist": ("MNIST, the seed's example (issue 4)", True),
     "imagenet": ("ImageNet pipelines through ImageFolder (issues 5 and 8)", True),
+    "imagenet_large": ("ImageNet pipelines on 2048x1536 photographs (issue 8)", True),
     "worker_memory": ("Worker memory with two million file paths (issue 4)", False),
     "stats_overhead": ("Cost of the always-on statistics (issue 5)", False),
     "checkpoint_cost": ("Cost of DataLoader.state_dict() (issue 6)", False),

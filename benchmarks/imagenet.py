@@ -23,6 +23,35 @@ def _cpu_s() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def measure_epochs(
+    library: str, pipeline: str, root: str, workers: int, epochs: int
+) -> tuple[float, float]:
+    """(samples/s, CPU seconds per 1,000 samples) over whole epochs, start-up included."""
+    from flowloader.cli import pipelines
+
+    loader_class, datasets, transforms = _modules(library)
+    ds = pipelines.dataset(pipeline, root, datasets, transforms)
+    loader = loader_class(ds, batch_size=16, shuffle=True, num_workers=workers)
+    cpu, start, samples = _cpu_s(), time.perf_counter(), 0
+    for _ in range(epochs):
+        for images, _ in loader:
+            samples += len(images)
+    elapsed = time.perf_counter() - start
+    return samples / elapsed, (_cpu_s() - cpu) / samples * 1000
+
+
+def _modules(library: str):
+    if library == "torch":
+        import torch.utils.data
+        from torchvision import datasets, transforms
+
+        return torch.utils.data.DataLoader, datasets, transforms
+    import flowloader
+    from flowloader.vision import datasets, transforms
+
+    return flowloader.DataLoader, datasets, transforms
+
+
 def measure(
     library: str, pipeline: str, root: str, workers: int, batches: int
 ) -> tuple[float, float]:
@@ -52,16 +81,32 @@ def measure(
     return samples / elapsed, used / samples * 1000
 
 
-def run(workers: int = 2, batches: int = 30, runs: int = 3) -> list[dict]:
+def large_photos_root() -> str:
+    """96 JPEGs of 2048x1536, as phones and cameras produce (made once)."""
+    import os
+    import tempfile
+
+    from flowloader.vision.datasets import make_image_folder
+
+    root = os.path.join(tempfile.gettempdir(), "flowloader-bench-large-photos")
+    make_image_folder(root, num_classes=2, images_per_class=48, size=(2048, 1536), quality=92)
+    return root
+
+
+def run(workers: int = 2, batches: int = 30, runs: int = 3, large: bool = False) -> list[dict]:
     from flowloader.cli import sample_data
 
-    root = sample_data.builtin("imagenet-like")
+    root = large_photos_root() if large else sample_data.builtin("imagenet-like")
     records = []
     for pipeline in ("imagenet-train", "imagenet-val"):
         results: dict[str, list[tuple[float, float]]] = {"flowloader": [], "torch": []}
         for _ in range(runs):
             for library in results:
-                results[library].append(measure(library, pipeline, root, workers, batches))
+                if large:
+                    result = measure_epochs(library, pipeline, root, workers, batches)
+                else:
+                    result = measure(library, pipeline, root, workers, batches)
+                results[library].append(result)
         record = {"pipeline": pipeline, "num_workers": workers, "runs": results}
         for library, values in results.items():
             record[f"{library}_samples_per_s"] = median([v[0] for v in values])
@@ -71,8 +116,11 @@ def run(workers: int = 2, batches: int = 30, runs: int = 3) -> list[dict]:
     return records
 
 
-def section(quick: bool = False) -> str:
-    records = run(batches=10 if quick else 30, runs=1 if quick else 3)
+def section(quick: bool = False, large: bool = False) -> str:
+    if large:  # "batches" counts whole epochs of 96 photos here
+        records = run(batches=1 if quick else 2, runs=1 if quick else 3, large=True)
+    else:
+        records = run(batches=10 if quick else 30, runs=1 if quick else 3)
     rows = "\n".join(
         f"| {r['pipeline']} | {r['num_workers']} | {r['flowloader_samples_per_s']:,.0f} | "
         f"{r['torch_samples_per_s']:,.0f} | **{r['ratio']:.2f}x** | "
@@ -91,10 +139,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--large", action="store_true", help="2048x1536 photos instead")
     parser.add_argument("--json")
     args = parser.parse_args()
     print(environment())
-    records = run(args.workers, args.batches, args.runs)
+    records = run(args.workers, args.batches, args.runs, args.large)
     for r in records:
         print(
             f"{r['pipeline']}, num_workers={r['num_workers']}: "

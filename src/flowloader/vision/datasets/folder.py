@@ -18,6 +18,7 @@ from PIL import Image
 
 from flowloader import stats
 
+from . import reduced_decode as reduced
 from .vision import VisionDataset
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -145,8 +146,11 @@ class DatasetFolder(VisionDataset):
         target_transform: Callable | None = None,
         is_valid_file: Callable[[str], bool] | None = None,
         allow_empty: bool = False,
+        *,
+        reduced_decode: bool = True,
     ) -> None:
         super().__init__(root, transform=transform, target_transform=target_transform)
+        self.reduced_decode = reduced_decode
         classes, class_to_idx = self.find_classes(self.root)
         samples = self.make_dataset(
             self.root,
@@ -199,13 +203,20 @@ class DatasetFolder(VisionDataset):
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         path, target = self._table[index]
+        transform = self.transform
         try:
-            sample = self.loader(path)
+            planned = None
+            if self.reduced_decode and self.loader is default_loader and reduced.applies(transform):
+                planned = reduced.load_and_transform(path, transform)
+            if planned is None:
+                sample = self.loader(path)
+            else:  # decoded at reduced scale and already cropped/resized
+                sample, transform = planned
         except Exception as error:
             raise _located(error, path, index) from error
         with stats.stage("transform"):
-            if self.transform is not None:
-                sample = self.transform(sample)
+            if transform is not None:
+                sample = transform(sample)
             if self.target_transform is not None:
                 target = self.target_transform(target)
         return sample, target
@@ -234,6 +245,8 @@ class ImageFolder(DatasetFolder):
         loader: Callable[[str], Any] = default_loader,
         is_valid_file: Callable[[str], bool] | None = None,
         allow_empty: bool = False,
+        *,
+        reduced_decode: bool = True,
     ) -> None:
         super().__init__(
             root,
@@ -243,4 +256,5 @@ class ImageFolder(DatasetFolder):
             target_transform=target_transform,
             is_valid_file=is_valid_file,
             allow_empty=allow_empty,
+            reduced_decode=reduced_decode,
         )
