@@ -7,6 +7,7 @@ import pytest
 
 import flowloader as fl
 
+from ..trees import assert_same_tree
 from .datasets import Arrays, Stream
 
 
@@ -17,24 +18,7 @@ def batches(**kwargs) -> list:
 def assert_equal_batches(a, b) -> None:
     assert len(a) == len(b)
     for x, y in zip(a, b, strict=True):
-        assert_equal_tree(x, y)
-
-
-def assert_equal_tree(x, y) -> None:
-    assert type(x) is type(y)
-    if isinstance(x, np.ndarray):
-        assert x.dtype == y.dtype
-        np.testing.assert_array_equal(x, y)
-    elif isinstance(x, dict):
-        assert list(x) == list(y)
-        for k in x:
-            assert_equal_tree(x[k], y[k])
-    elif isinstance(x, (list, tuple)):
-        assert len(x) == len(y)
-        for u, v in zip(x, y, strict=True):
-            assert_equal_tree(u, v)
-    else:
-        assert x == y
+        assert_same_tree(x, y)
 
 
 # Factories, because samplers with a generator are stateful: each run gets a fresh one.

@@ -6,7 +6,9 @@ import collections.abc
 import copy
 from typing import Any
 
-import numpy as np
+from ..trees import assert_same_tree
+
+__all__ = ["assert_same_tree", "raised", "to_numpy_tree"]
 
 
 def to_numpy_tree(obj: Any) -> Any:
@@ -23,27 +25,6 @@ def to_numpy_tree(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return type(obj)(to_numpy_tree(v) for v in obj)
     return obj
-
-
-def assert_same_tree(ours: Any, theirs: Any, where: str = "batch") -> None:
-    """Same container types, keys, shapes, dtypes and values."""
-    if isinstance(theirs, np.ndarray):
-        assert isinstance(ours, np.ndarray), f"{where}: {type(ours)} is not an array"
-        assert ours.dtype == theirs.dtype, f"{where}: dtype {ours.dtype} != {theirs.dtype}"
-        assert ours.shape == theirs.shape, f"{where}: shape {ours.shape} != {theirs.shape}"
-        np.testing.assert_array_equal(ours, theirs, err_msg=where)
-        return
-    assert type(ours) is type(theirs), f"{where}: {type(ours)} != {type(theirs)}"
-    if isinstance(theirs, collections.abc.Mapping):
-        assert list(ours) == list(theirs), f"{where}: keys differ"
-        for key in theirs:
-            assert_same_tree(ours[key], theirs[key], f"{where}[{key!r}]")
-    elif isinstance(theirs, (list, tuple)):
-        assert len(ours) == len(theirs), f"{where}: lengths differ"
-        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-            assert_same_tree(a, b, f"{where}[{i}]")
-    else:
-        assert ours == theirs, f"{where}: {ours!r} != {theirs!r}"
 
 
 def raised(action) -> type[BaseException]:

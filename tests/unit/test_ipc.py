@@ -17,6 +17,8 @@ from flowloader._ipc.segment_pool import Arena, SegmentPool
 from flowloader.collate import batch_allocator, default_collate
 from flowloader.errors import WorkerError
 
+from ..trees import assert_same_tree
+
 
 class Pair(NamedTuple):
     a: object
@@ -43,29 +45,12 @@ def sample_batch():
     }
 
 
-def assert_same(a, b) -> None:
-    assert type(a) is type(b)
-    if isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype
-        assert a.shape == b.shape
-        np.testing.assert_array_equal(a, b)
-    elif isinstance(a, dict):
-        assert list(a) == list(b)
-        for key in a:
-            assert_same(a[key], b[key])
-    elif isinstance(a, (list, tuple)):
-        for u, v in zip(a, b, strict=True):
-            assert_same(u, v)
-    else:
-        assert a == b
-
-
 def test_tree_split_and_join_round_trip() -> None:
     batch = sample_batch()
     structure, leaves = tree.split(batch)
     assert len(leaves) == 6  # the object array stays in the structure
     structure = pickle.loads(pickle.dumps(structure))
-    assert_same(tree.join(structure, leaves), batch)
+    assert_same_tree(tree.join(structure, leaves), batch)
 
 
 def test_encode_decode_round_trip_and_release(pool) -> None:
@@ -74,7 +59,7 @@ def test_encode_decode_round_trip_and_release(pool) -> None:
     assert encoded.segment_name is not None
     cache, dropped = SegmentCache(), []
     decoded = decode(pickle.loads(pickle.dumps(encoded)), cache, dropped.append)
-    assert_same(decoded, batch)
+    assert_same_tree(decoded, batch)
     assert decoded["x"].base is decoded["strided"].base
     assert dropped == []
     del decoded

@@ -29,9 +29,11 @@ def to_float_chw(image: Image.Image) -> np.ndarray:
 
 
 def to_uint8_chw(image: Image.Image) -> np.ndarray:
-    """PILToTensor: CHW with the image's own dtype (uint8 for 8-bit modes), unscaled."""
-    array = np.asarray(image)
-    return np.ascontiguousarray(array.reshape(image.height, image.width, -1).transpose(2, 0, 1))
+    """PILToTensor: CHW with the image's own dtype (uint8 for 8-bit modes), unscaled.
+
+    A transposed view of the pixels, as torchvision's is a permuted tensor: collating copies
+    the batch once anyway, so a contiguous copy here would be a second pass."""
+    return np.array(image).reshape(image.height, image.width, -1).transpose(2, 0, 1)
 
 
 def resize(image: Image.Image, size_hw: tuple[int, int], resample: int) -> Image.Image:
