@@ -32,10 +32,6 @@ def set_index(index: Any) -> None:
     _current = None
 
 
-def current_index() -> Any:
-    return _index
-
-
 class sample_context:
     """Within the block, ``sample_rng()`` is sample ``index``'s generator. For datasets whose
     ``__getitems__`` loads samples one by one: wrap each in it."""

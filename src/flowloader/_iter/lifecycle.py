@@ -178,9 +178,6 @@ class WorkerGroup:
         process = self.processes[worker_id]
         return process.pid, describe_exit(process.exitcode)
 
-    def alive(self) -> bool:
-        return not self.closed
-
     def shutdown(self, stop_grace_s: float = STOP_GRACE_S) -> None:
         """Stop every worker (Stop -> SIGTERM -> SIGKILL under shared deadlines), close the
         pipes and mappings, and remove this group's segments. Safe to call more than once.
