@@ -208,6 +208,7 @@ def plot(records: list[dict[str, Any]], path: str) -> None:
             linestyle="-" if library == "flowloader" else "--",
             label=f"{library} {pipeline}",
         )
+    axes.set_xticks(sorted({r["num_workers"] for r in records}))
     axes.set_xlabel("num_workers")
     axes.set_ylabel("samples/s")
     axes.set_yscale("log")
