@@ -18,6 +18,7 @@ import datetime
 import importlib
 import importlib.util
 import os
+import subprocess
 import sys
 import time
 
@@ -69,7 +70,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer runs: a smoke test")
     parser.add_argument("--only", help="comma-separated suites: " + ", ".join(SUITES))
     parser.add_argument("--output", default=os.path.join(os.path.dirname(__file__), "RESULTS.md"))
+    parser.add_argument("--section", help=argparse.SUPPRESS)  # one suite's body, to stdout
     args = parser.parse_args()
+    if args.section:
+        print(importlib.import_module(f"benchmarks.{args.section}").section(quick=args.quick))
+        return
     chosen = args.only.split(",") if args.only else list(SUITES)
     has_torchvision = importlib.util.find_spec("torchvision") is not None
     env = environment()
@@ -96,7 +101,7 @@ def main() -> None:
         if needs_torchvision and not has_torchvision:
             body = "Skipped: torchvision is not importable here."
         else:
-            body = module.section(quick=args.quick)
+            body = run_alone(name, args.quick)
         paragraphs = [p.strip() for p in (module.__doc__ or "").strip().split("\n\n")]
         command = next((p for p in paragraphs if p.startswith("python -m")), "")
         description = " ".join(" ".join(p.split()) for p in paragraphs if p != command)
@@ -109,6 +114,16 @@ def main() -> None:
     with open(args.output, "w") as out:
         out.write("\n\n".join(["\n".join(header), *ordered]).rstrip() + "\n")
     print(f"wrote {args.output}", file=sys.stderr)
+
+
+def run_alone(name: str, quick: bool) -> str:
+    """A suite in a fresh process: thread pools left spinning by one suite's torch runs must
+    not take CPU from the next suite's measurements."""
+    command = [sys.executable, "-m", "benchmarks", "--section", name] + (
+        ["--quick"] if quick else []
+    )
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
 
 
 def existing_sections(path: str) -> dict[str, str]:
