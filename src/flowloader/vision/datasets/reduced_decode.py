@@ -49,7 +49,7 @@ def load_and_transform(path: str, transform: Any) -> tuple[Any, Any] | None:
             out_h, out_w = F.resized_output_size(height, width, first.size, first.max_size)
             top, left, h, w = 0, 0, height, width
             box = (0, 0, width, height)
-        resample = F._PIL_FILTERS[first.interpolation]
+        resample = F.pil_filter(first.interpolation)
         factor = min(w / out_w, h / out_h)
         reduction = next((r for r in REDUCTIONS if r <= factor), 1)
         if reduction > 1:

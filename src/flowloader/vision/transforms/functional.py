@@ -51,6 +51,11 @@ def interpolation_mode(value: Any) -> InterpolationMode:
     )
 
 
+def pil_filter(interpolation: Any) -> int:
+    """The Pillow resampling filter for an interpolation mode (or Pillow constant)."""
+    return _PIL_FILTERS[interpolation_mode(interpolation)]
+
+
 def _is_pil(img: Any) -> bool:
     return isinstance(img, Image.Image)
 
