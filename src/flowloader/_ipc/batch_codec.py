@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,15 +107,8 @@ def decode(encoded: EncodedBatch, cache: SegmentCache, on_drop: Callable[[str], 
     arrays = []
     for ref in encoded.leaves:
         dtype = np.dtype(ref.dtype)
-        end = ref.offset + dtype.itemsize * _count(ref.shape)
+        end = ref.offset + dtype.itemsize * math.prod(ref.shape)
         arrays.append(region[ref.offset : end].view(dtype).reshape(ref.shape))
     # Every array's base is `region`, so it dies with the last of them.
     weakref.finalize(region, on_drop, encoded.segment_name)
     return tree.join(encoded.structure, arrays)
-
-
-def _count(shape: tuple[int, ...]) -> int:
-    count = 1
-    for dim in shape:
-        count *= dim
-    return count

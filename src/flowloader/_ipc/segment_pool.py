@@ -7,6 +7,7 @@ no segment is created, so no fresh memory is faulted in per batch.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ class Arena:
     def allocate(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray | None:
         """An uninitialised array in the segment, or None when it does not fit."""
         dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         start = aligned(self.used)
         if start + nbytes > self.segment.capacity:
             return None

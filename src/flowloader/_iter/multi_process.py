@@ -39,7 +39,6 @@ class MultiProcessIterator(BaseIterator):
         assert plan.prefetch_factor is not None
         self._dispatcher = Dispatcher(plan.num_workers, plan.prefetch_factor * plan.num_workers)
         self._reorder = ReorderBuffer(plan.in_order)
-        self._epoch_done = False
         self._worker_cpu: dict[int, float] = {}
         self._fill()
 
@@ -63,7 +62,6 @@ class MultiProcessIterator(BaseIterator):
         self._epoch += 1
         self._dispatcher.reset()
         self._reorder.reset()
-        self._epoch_done = False
         if plan.iterable:
             for worker_id in range(plan.num_workers):
                 self._workers.send(worker_id, messages.Resume(self._epoch))
@@ -91,7 +89,7 @@ class MultiProcessIterator(BaseIterator):
             self._workers.send_task(worker, task)
 
     def _next_data(self) -> Any:
-        if self._epoch_done or self.closed:
+        if self._exhausted or self.closed:
             raise StopIteration
         timeout = self._plan.timeout
         deadline = time.monotonic() + timeout if timeout > 0 else None
@@ -110,7 +108,6 @@ class MultiProcessIterator(BaseIterator):
             self._collect(deadline)
 
     def _end_epoch(self) -> None:
-        self._epoch_done = True
         self._exhausted = True
         if not self._plan.persistent_workers:
             self.shutdown()
@@ -171,11 +168,8 @@ class MultiProcessIterator(BaseIterator):
         )
 
     def _timeout_error(self) -> LoaderTimeoutError:
-        by_worker = {
-            w: self._dispatcher.pending(w)
-            for w in range(self._plan.num_workers)
-            if self._dispatcher.pending(w)
-        }
+        pending = {w: self._dispatcher.pending(w) for w in range(self._plan.num_workers)}
+        by_worker = {w: indices for w, indices in pending.items() if indices}
         return LoaderTimeoutError(
             f"DataLoader timed out after {self._plan.timeout} seconds waiting for a batch; "
             f"dataset indices still pending, by worker: {by_worker}"

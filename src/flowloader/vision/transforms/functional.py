@@ -204,7 +204,8 @@ def crop(img: Any, top: int, left: int, height: int, width: int) -> Any:
     return _array.crop(img, top, left, height, width)
 
 
-def _pair(size: Any, name: str = "size") -> tuple[int, int]:
+def size_pair(size: Any, name: str = "size") -> tuple[int, int]:
+    """(h, w) from an int, a 1-sequence or a 2-sequence."""
     if isinstance(size, numbers.Number):
         return int(size), int(size)
     if isinstance(size, Sequence) and len(size) == 1:
@@ -216,7 +217,7 @@ def _pair(size: Any, name: str = "size") -> tuple[int, int]:
 
 def center_crop(img: Any, output_size: Any) -> Any:
     """The central crop; an image smaller than the crop is first padded with zeros."""
-    crop_height, crop_width = _pair(output_size)
+    crop_height, crop_width = size_pair(output_size)
     _, height, width = get_dimensions(img)
     if crop_width > width or crop_height > height:
         padding = [
@@ -269,7 +270,7 @@ def resized_crop(
     antialias: bool | None = True,
 ) -> Any:
     img = crop(img, top, left, height, width)
-    return resize(img, list(_pair(size)), interpolation, antialias=antialias)
+    return resize(img, list(size_pair(size)), interpolation, antialias=antialias)
 
 
 def hflip(img: Any) -> Any:

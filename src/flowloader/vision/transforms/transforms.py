@@ -23,16 +23,6 @@ from .batch import ImageBatch
 from .functional import InterpolationMode
 
 
-def _size_pair(size: Any, message: str) -> tuple[int, int]:
-    if isinstance(size, numbers.Number):
-        return int(size), int(size)
-    if isinstance(size, Sequence) and len(size) == 1:
-        return int(size[0]), int(size[0])
-    if not isinstance(size, Sequence) or len(size) != 2:
-        raise ValueError(message)
-    return int(size[0]), int(size[1])
-
-
 class Compose:
     """Apply transforms one after the other."""
 
@@ -164,7 +154,7 @@ class CenterCrop(_Repr):
     _fields = ("size",)
 
     def __init__(self, size: int | Sequence[int]) -> None:
-        self.size = _size_pair(size, "Please provide only two dimensions (h, w) for size.")
+        self.size = F.size_pair(size)
 
     def __call__(self, img: Any) -> Any:
         return F.center_crop(img, self.size)
@@ -269,7 +259,7 @@ class RandomCrop(_RandomTransform):
         rng: np.random.Generator | None = None,
     ) -> None:
         super().__init__(rng)
-        self.size = _size_pair(size, "Please provide only two dimensions (h, w) for size.")
+        self.size = F.size_pair(size)
         self.padding = padding
         self.pad_if_needed = pad_if_needed
         self.fill = fill
@@ -322,7 +312,7 @@ class RandomResizedCrop(_RandomTransform):
         rng: np.random.Generator | None = None,
     ) -> None:
         super().__init__(rng)
-        self.size = _size_pair(size, "Please provide only two dimensions (h, w) for size.")
+        self.size = F.size_pair(size)
         if not isinstance(scale, Sequence):
             raise TypeError("Scale should be a sequence")
         if not isinstance(ratio, Sequence):
