@@ -95,11 +95,12 @@ def collate_numpy_array_fn(batch: list[np.ndarray], *, collate_fn_map: Any = Non
     if _NON_NUMERIC_DTYPE.search(first.dtype.str) is not None:
         raise CollateTypeError(_UNSUPPORTED.format(f"array of dtype {first.dtype}"))
     _check_equal_shapes(batch, "arrays")
-    allocate = batch_allocator.get()
-    out = allocate((len(batch), *first.shape), first.dtype) if allocate is not None else None
-    if out is None:
+    if batch_allocator.get() is None:
         return np.stack(batch)
-    return np.stack(batch, out=out)
+    dtype = first.dtype
+    if any(array.dtype != dtype for array in batch):
+        dtype = np.result_type(*batch)  # what np.stack would promote to
+    return np.stack(batch, out=empty_batch_array((len(batch), *first.shape), dtype))
 
 
 def collate_numpy_scalar_fn(batch: list[Any], *, collate_fn_map: Any = None) -> np.ndarray:

@@ -143,3 +143,17 @@ def test_free_space_check() -> None:
     shm.check_free_space(1)
     with pytest.raises(Exception, match="shm-size"):
         shm.check_free_space(1 << 62)
+
+
+def test_arrays_of_mixed_dtypes_promote_the_same_with_or_without_the_arena(pool) -> None:
+    samples = [np.ones(3, np.float32), np.full(3, 0.1, np.float64)]
+    plain = default_collate(samples)
+    arena = Arena(pool.take(1 << 16))
+    token = batch_allocator.set(arena.allocate)
+    try:
+        in_arena = default_collate(samples)
+    finally:
+        batch_allocator.reset(token)
+    assert plain.dtype == np.float64
+    assert in_arena.dtype == plain.dtype
+    np.testing.assert_array_equal(in_arena, plain)
