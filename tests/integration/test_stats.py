@@ -69,3 +69,46 @@ def test_disabled_stats_record_nothing(monkeypatch) -> None:
     for _ in iterator:
         pass
     assert iterator.stats().batches == 0
+
+
+class Burn(fl.Dataset):
+    """Each sample burns about 10 ms of CPU."""
+
+    def __len__(self) -> int:
+        return 40
+
+    def __getitem__(self, i: int):
+        end = time.process_time() + 0.01
+        while time.process_time() < end:
+            pass
+        return np.float32(i)
+
+
+class ShrinkingSampler(fl.Sampler):
+    """40 indices in the first epoch, 2 afterwards."""
+
+    def __init__(self) -> None:
+        self.epochs = 0
+
+    def __iter__(self):
+        self.epochs += 1
+        return iter(range(40 if self.epochs == 1 else 2))
+
+    def __len__(self) -> int:
+        return 40 if self.epochs == 0 else 2
+
+
+def test_persistent_workers_count_cpu_per_epoch() -> None:
+    loader = fl.DataLoader(
+        Burn(), batch_size=1, sampler=ShrinkingSampler(), num_workers=2, persistent_workers=True
+    )
+    for _ in loader:
+        pass
+    iterator = iter(loader)  # the second epoch, on the same workers
+    for _ in iterator:
+        pass
+    second = iterator.stats()
+    # The first epoch's 0.4 s of worker CPU must not be counted again.
+    assert second.worker_cpu_s < 0.2
+    assert second.cores_used <= 3
+    del iterator, loader

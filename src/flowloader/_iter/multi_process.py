@@ -39,7 +39,9 @@ class MultiProcessIterator(BaseIterator):
         assert plan.prefetch_factor is not None
         self._dispatcher = Dispatcher(plan.num_workers, plan.prefetch_factor * plan.num_workers)
         self._reorder = ReorderBuffer(plan.in_order)
+        # Each worker's CPU time so far, as its last result said, and at the epoch's start.
         self._worker_cpu: dict[int, float] = {}
+        self._worker_cpu_at_start: dict[int, float] = {}
         self._fill()
 
     def _in_flight(self) -> int:
@@ -59,6 +61,7 @@ class MultiProcessIterator(BaseIterator):
     ) -> None:
         """Start the next epoch on the same (persistent) workers."""
         self._start_epoch(plan, length_hint, epoch, resume)
+        self._worker_cpu_at_start = dict(self._worker_cpu)  # stats count this epoch only
         self._epoch += 1
         self._dispatcher.reset()
         self._reorder.reset()
@@ -137,7 +140,10 @@ class MultiProcessIterator(BaseIterator):
             self._dispatcher.complete(message.task_id)
             self._absorb_stages(message.stages)
             self._worker_cpu[message.worker_id] = message.cpu_s
-            self._stats.worker_cpu_s = sum(self._worker_cpu.values())
+            start = self._worker_cpu_at_start
+            self._stats.worker_cpu_s = sum(
+                cpu - start.get(worker, 0.0) for worker, cpu in self._worker_cpu.items()
+            )
             batch = decode(message.batch, self._workers.cache, self._workers.dropped.append)
             self._reorder.add(message.task_id, batch)
         elif stale:
