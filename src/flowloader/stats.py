@@ -162,6 +162,24 @@ class LoaderStats:
             advice = "loading runs in the training process: try num_workers > 0"
         return f"input-bound: {wait}; {advice}"
 
+    @classmethod
+    def merged(cls, parts: list[LoaderStats]) -> LoaderStats:
+        """One record for several epochs (e.g. a run that crossed an epoch boundary)."""
+        total = cls(num_workers=parts[0].num_workers if parts else 0)
+        for part in parts:
+            total.batches += part.batches
+            total.elapsed_s += part.elapsed_s
+            total.worker_busy_s += part.worker_busy_s
+            total.worker_cpu_s += part.worker_cpu_s
+            total.main_cpu_s += part.main_cpu_s
+            total.in_flight_total += part.in_flight_total
+            for name, seconds in part.stage_s.items():
+                total.stage_s[name] += seconds
+        if parts:
+            total.first_batch_s = parts[0].first_batch_s
+            total.in_flight = parts[-1].in_flight
+        return total
+
     def as_dict(self) -> dict:
         return {
             "batches": self.batches,

@@ -42,3 +42,25 @@ def test_verdicts() -> None:
     empty = stats.LoaderStats()
     assert empty.data_wait_fraction == 0.0
     assert empty.cores_used == 0.0
+
+
+def test_merging_epochs_adds_times_and_counts() -> None:
+    first = stats.LoaderStats(
+        num_workers=2,
+        batches=30,
+        elapsed_s=3.0,
+        worker_cpu_s=5.8,
+        main_cpu_s=0.1,
+        worker_busy_s=5.5,
+        first_batch_s=0.3,
+    )
+    first.stage_s["wait"] = 1.0
+    second = stats.LoaderStats(
+        num_workers=2, batches=1, elapsed_s=0.1, worker_cpu_s=0.0, main_cpu_s=0.05
+    )
+    second.stage_s["wait"] = 0.1
+    merged = stats.LoaderStats.merged([first, second])
+    assert merged.batches == 31
+    assert merged.stage_s["wait"] == 1.1
+    assert merged.first_batch_s == 0.3
+    assert abs(merged.cores_used - (5.95 / 3.1)) < 1e-9  # not the short last epoch's 0.5

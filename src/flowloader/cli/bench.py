@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import flowloader
+from flowloader.stats import LoaderStats
 from flowloader.vision import datasets as fl_datasets
 from flowloader.vision import transforms as fl_transforms
 
@@ -99,7 +100,7 @@ def run_once(
     started = time.perf_counter()
     samples = batches = nbytes = 0
     first_batch_s = None
-    stats = None
+    epochs_stats = []
     for _ in range(options.epochs or 1_000_000):
         iterator = iter(loader)
         for batch in iterator:
@@ -113,12 +114,13 @@ def run_once(
             if options.seconds is not None and elapsed >= options.seconds:
                 break
         if hasattr(iterator, "stats"):
-            stats = iterator.stats()
+            epochs_stats.append(iterator.stats())
         del iterator
         if options.seconds is not None and time.perf_counter() - started >= options.seconds:
             break
     elapsed = time.perf_counter() - started
     progress.close()
+    stats = LoaderStats.merged(epochs_stats) if epochs_stats else None
     cpu = (_self_cpu_s() - cpu_before) + (_children_cpu_s() - children_before)
     record: dict[str, Any] = {
         "library": library,
