@@ -22,21 +22,26 @@ def check_output(output: str) -> None:
         raise ImportError(f"output={output!r} needs {output} installed (pip install {output})")
 
 
-def converter(output: str, pin_memory: bool) -> Callable[[Any], Any] | None:
-    """A function turning a NumPy batch into the requested output, or None for NumPy."""
+def pins(output: str, pin_memory: bool) -> bool:
+    """Whether batches will be pinned: warns when ``pin_memory=True`` cannot take effect."""
     if pin_memory and not (output == "torch" and _accelerator()):
         warnings.warn(
             "pin_memory=True has no effect: page-locked memory needs output='torch' and an "
             "accelerator (CUDA); "
             + ("none is available." if output == "torch" else f"batches are {output} arrays."),
-            stacklevel=5,
+            stacklevel=6,
         )
-        pin_memory = False
+        return False
+    return pin_memory
+
+
+def converter(output: str, pinned: bool) -> Callable[[Any], Any] | None:
+    """A function turning a NumPy batch into the requested output, or None for NumPy."""
     if output == "numpy":
         return None
     if output == "jax":
         return lambda batch: _map_arrays(batch, _jax.to_array)
-    if pin_memory:
+    if pinned:
         return lambda batch: _map_arrays(batch, lambda a: _torch.pin(_torch.to_tensor(a)))
     return lambda batch: _map_arrays(batch, _torch.to_tensor)
 

@@ -60,6 +60,25 @@ def pin(tensor: Any) -> Any:
     return tensor.pin_memory() if hasattr(tensor, "pin_memory") else tensor
 
 
+def current_device() -> int | None:
+    """The calling thread's CUDA device, or None without CUDA."""
+    torch = imported_torch()
+    if torch is None or not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.current_device())
+
+
+def pin_thread_setup(device: int | None) -> None:
+    """Make a pinning thread use the main thread's device (pinning may create a CUDA context;
+    it must not land on device 0 of every rank) and one intra-op thread, as PyTorch's does."""
+    torch = imported_torch()
+    if torch is None:
+        return
+    torch.set_num_threads(1)
+    if device is not None:
+        torch.cuda.set_device(device)
+
+
 def length(obj: Any) -> int:
     """First-dimension size of an array or tensor."""
     return int(obj.shape[0])

@@ -9,8 +9,10 @@ from typing import Any
 
 from .. import _output, _seed, _state, stats
 from .._plan import LoadPlan
+from .pinning import PinStage
 
 _END = object()
+NOT_READY = object()
 
 
 class BaseIterator:
@@ -24,8 +26,12 @@ class BaseIterator:
         resume: dict[str, Any] | None = None,
     ) -> None:
         self._plan = plan
+        self._pin_stage: PinStage | None = None
         self._start_epoch(plan, length_hint, epoch, resume)
-        self._convert = _output.converter(plan.output, plan.pin_memory)
+        pinned = _output.pins(plan.output, plan.pin_memory)
+        self._convert = _output.converter(plan.output, pinned)
+        if pinned and plan.num_workers > 0:  # in-process loading pins in line, as PyTorch does
+            self._pin_stage = PinStage(self._convert)
 
     def _start_epoch(
         self,
@@ -36,6 +42,9 @@ class BaseIterator:
     ) -> None:
         self._plan = plan
         self._epoch_number = epoch
+        self._source_exhausted = False
+        if self._pin_stage is not None:
+            self._pin_stage.clear()
         if resume is not None:
             _state.restore_generator(plan.generator, resume["generator"])
             if resume["sampler"] is not None:
@@ -72,6 +81,7 @@ class BaseIterator:
 
     @property
     def exhausted(self) -> bool:
+        """True once the epoch's last batch was handed out (not merely loaded)."""
         return self._exhausted
 
     def state_dict(self) -> dict[str, Any]:
@@ -137,15 +147,18 @@ class BaseIterator:
         while self._skip_batches:  # resuming a stream: load and drop what was delivered
             self._skip_batches -= 1
             self._guarded_next()
+        produce = self._guarded_next if self._pin_stage is None else self._next_pinned
         if not stats.enabled:
-            data = self._guarded_next()
+            data = produce()
         else:
             started = time.perf_counter()
-            data = self._guarded_next()
+            data = produce()
             self._count_batch(time.perf_counter() - started)
         self._num_yielded += 1
         self._warn_if_past_reported_length()
-        return data if self._convert is None else self._convert(data)
+        if self._pin_stage is not None or self._convert is None:
+            return data
+        return self._convert(data)
 
     def _guarded_next(self) -> Any:
         try:
@@ -154,7 +167,33 @@ class BaseIterator:
             self._exhausted = True
             raise
 
-    def _next_data(self) -> Any:
+    def _next_pinned(self) -> Any:
+        """The oldest pinned batch. Before waiting for it, every batch that has already arrived
+        goes to the pinning thread (up to its depth), so that its copy overlaps the training
+        step; an error takes its batch's place in the order."""
+        stage = self._pin_stage
+        assert stage is not None
+        wait = not stage
+        while stage.has_room() and not self._source_exhausted:
+            try:
+                batch = self._next_data(wait=wait)
+            except StopIteration:
+                self._source_exhausted = True
+                break
+            except Exception as error:
+                stage.submit_error(error)
+                break
+            if batch is NOT_READY:
+                break
+            stage.submit(batch)
+            wait = False
+        if not stage:
+            self._exhausted = True
+            raise StopIteration
+        return stage.take()
+
+    def _next_data(self, wait: bool = True) -> Any:
+        """The next batch; with ``wait=False``, NOT_READY unless it has already arrived."""
         raise NotImplementedError
 
     def _next_index(self) -> Any:

@@ -16,7 +16,7 @@ from .._ipc import messages
 from .._ipc.batch_codec import decode
 from .._plan import LoadPlan
 from ..errors import LoaderTimeoutError, WorkerCrashedError
-from .base import BaseIterator
+from .base import NOT_READY, BaseIterator
 from .dispatcher import Dispatcher
 from .lifecycle import WorkerGroup
 from .reorder import ReorderBuffer
@@ -91,11 +91,12 @@ class MultiProcessIterator(BaseIterator):
             task = messages.Task(self._epoch, task_id, indices, seed=self._base_seed)
             self._workers.send_task(worker, task)
 
-    def _next_data(self) -> Any:
-        if self._exhausted or self.closed:
+    def _next_data(self, wait: bool = True) -> Any:
+        if self._source_exhausted or self.closed:
             raise StopIteration
         timeout = self._plan.timeout
-        deadline = time.monotonic() + timeout if timeout > 0 else None
+        deadline = time.monotonic() + timeout if timeout > 0 and wait else None
+        polled = False
         while True:
             self._workers.collect_dropped()
             found, item = self._reorder.pop()
@@ -107,17 +108,25 @@ class MultiProcessIterator(BaseIterator):
             if self._dispatcher.idle():
                 self._end_epoch()
                 raise StopIteration
+            if not wait:
+                if polled:
+                    return NOT_READY
+                polled = True
+                self._collect(None, poll=True)
+                continue
             self._workers.send_releases()  # about to wait: let no worker wait for segments
             self._collect(deadline)
 
     def _end_epoch(self) -> None:
-        self._exhausted = True
+        self._source_exhausted = True
         if not self._plan.persistent_workers:
             self.shutdown()
 
-    def _collect(self, deadline: float | None) -> None:
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
+    def _collect(self, deadline: float | None, poll: bool = False) -> None:
+        """Handle the messages that arrive before ``deadline`` (None: no limit), or that have
+        already arrived when ``poll``; fail on a timeout or a death."""
+        remaining = 0.0 if poll else None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0 and not poll:
             self._fail(self._timeout_error())
         received, dead = self._workers.receive(remaining)
         for message in received:

@@ -43,7 +43,7 @@ class SingleProcessIterator(BaseIterator):
             return state_dict()
         return None
 
-    def _next_data(self) -> Any:
+    def _next_data(self, wait: bool = True) -> Any:
         index = self._next_index()
         previous = stats.set_clock(self._clock if stats.enabled else None)
         _sample_rng.set_epoch_seed(self._base_seed)
