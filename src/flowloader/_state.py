@@ -18,6 +18,16 @@ def sampler_state(sampler: Any) -> Any:
     return state_dict() if callable(state_dict) else None
 
 
+def restart_sampler(index_sampler: Any, batches: int) -> bool:
+    """Let a sampler that can (DistributedSampler on another world size) begin after the
+    ``batches`` batches already delivered; False when the loader must skip them itself."""
+    inner, per_batch = index_sampler, 1
+    if hasattr(index_sampler, "batch_size") and hasattr(index_sampler, "sampler"):
+        inner, per_batch = index_sampler.sampler, index_sampler.batch_size
+    restart = getattr(inner, "restart_after", None)
+    return callable(restart) and bool(restart(batches * per_batch))
+
+
 def fingerprint(plan: LoadPlan) -> dict[str, Any]:
     """What a state must agree on to be resumed (num_workers may differ)."""
     try:

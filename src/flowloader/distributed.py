@@ -81,41 +81,77 @@ class DistributedSampler(Sampler[int]):
         self.rank = rank
         self.epoch = 0
         self.drop_last = drop_last
-        size = len(dataset)
-        if drop_last and size % num_replicas != 0:
-            self.num_samples = math.ceil((size - num_replicas) / num_replicas)
-        else:
-            self.num_samples = math.ceil(size / num_replicas)
-        self.total_size = self.num_samples * num_replicas
+        self._size = len(dataset)
         self.shuffle = shuffle
         self.seed = seed
+        # Where in the epoch's order the next pass begins: 0 but for a resume on a different
+        # world size (see restart_after); set_epoch starts a new epoch from the beginning.
+        self.start = 0
+        self._saved_replicas = num_replicas
+        self.num_samples = self._pass_length(0)
+        self.total_size = self.num_samples * num_replicas
 
     def __iter__(self) -> Iterator[int]:
+        indices = self._pass_indices(self.start)
+        self.start = 0  # a position restored from another world size holds for one pass
+        return iter(indices[self.rank :: self.num_replicas].tolist())
+
+    def _pass_indices(self, start: int) -> np.ndarray:
+        """Every rank's indices for a pass that begins ``start`` places into the epoch's order,
+        interleaved (rank r takes every num_replicas-th from r). The order is extended by
+        repeating its start, so that with ``start=0`` this is PyTorch's padding rule exactly."""
         size = len(self.dataset)
-        if self.shuffle:
-            indices = np.random.default_rng(self.seed + self.epoch).permutation(size)
-        else:
-            indices = np.arange(size)
-        if self.drop_last:
-            indices = indices[: self.total_size]
-        elif self.total_size > size:
-            indices = np.resize(indices, self.total_size)  # repeats from the start
-        if len(indices) != self.total_size:
+        if size != self._size:
             raise AssertionError(
-                f"DistributedSampler expected {self.total_size} indices but has {len(indices)}; "
-                "did the dataset change length?"
+                f"DistributedSampler was built for {self._size} samples but the dataset now has "
+                f"{size}; did the dataset change length?"
             )
-        return iter(indices[self.rank : self.total_size : self.num_replicas].tolist())
+        if self.shuffle:
+            order = np.random.default_rng(self.seed + self.epoch).permutation(size)
+        else:
+            order = np.arange(size)
+        count = self._pass_length(start) * self.num_replicas
+        return np.resize(order, start + count)[start:] if count else order[:0]
+
+    def _pass_length(self, start: int, replicas: int | None = None) -> int:
+        """Samples per rank in a pass beginning at ``start`` (num_samples when it is 0), over
+        ``replicas`` ranks (this world's by default)."""
+        remaining = self._size - start
+        replicas = replicas or self.num_replicas
+        if self.drop_last:
+            return remaining // replicas
+        return math.ceil(remaining / replicas)
 
     def __len__(self) -> int:
-        return self.num_samples
+        return self._pass_length(self.start)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "seed": self.seed}
+        return {
+            "epoch": self.epoch,
+            "seed": self.seed,
+            "num_replicas": self.num_replicas,
+            "start": self.start,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.epoch, self.seed = int(state["epoch"]), int(state["seed"])
+        self.start = int(state.get("start", 0))
+        self._saved_replicas = int(state.get("num_replicas", self.num_replicas))
+
+    def restart_after(self, samples_per_rank: int) -> bool:
+        """Continue a pass that was saved after every rank of the saved world had taken
+        ``samples_per_rank`` samples. Same world size: returns False and the loader skips what
+        was delivered (exactly the uninterrupted order). Another world size: the samples not
+        yet delivered are dealt out again over this world, each rank getting as many (padding
+        or dropping as this sampler's ``drop_last`` says), and True is returned."""
+        if self._saved_replicas == self.num_replicas:
+            return False
+        per_rank = min(samples_per_rank, self._pass_length(self.start, self._saved_replicas))
+        self.start = min(self.start + per_rank * self._saved_replicas, self._size)
+        self._saved_replicas = self.num_replicas
+        return True
 
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch; with ``shuffle=True`` each epoch gives every rank a new order."""
         self.epoch = epoch
+        self.start = 0

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import flowloader as fl
 
@@ -80,3 +84,74 @@ def test_bad_environment_values(monkeypatch) -> None:
 def test_invalid_rank(world, rank) -> None:
     with pytest.raises(ValueError, match=r"rank|num_replicas"):
         fl.DistributedSampler(range(4), world, rank)
+
+
+def run_ranks(n: int, world: int, state: dict | None, batches: int | None, **kwargs):
+    """Every rank of a world, one after the other in this process: each loads ``state`` (if
+    any) and takes ``batches`` batches (None: the rest of the pass). Returns what each rank
+    delivered and rank 0's state afterwards (every rank's position is the same)."""
+    delivered, states = [], []
+    for rank in range(world):
+        sampler = fl.DistributedSampler(range(n), world, rank, seed=11, **kwargs)
+        loader = fl.DataLoader(list(range(n)), batch_size=3, sampler=sampler)
+        if state is not None:
+            loader.load_state_dict(state)
+        iterator = iter(loader)  # kept alive: a dropped iterator's epoch counts as over
+        taken = itertools.islice(iterator, batches)  # islice(_, None) takes all
+        delivered.append([i for b in taken for i in b.tolist()])
+        states.append(loader.state_dict())
+        del iterator
+    positions = [(s["epoch"], s["batches_yielded"], s["sampler"]) for s in states]
+    assert len(set(map(repr, positions))) == 1  # the global RNG's state aside
+    return delivered, states[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 40),
+    worlds=st.lists(st.integers(1, 5), min_size=2, max_size=3),
+    stops=st.lists(st.integers(0, 3), min_size=2, max_size=2),
+    drop_last=st.booleans(),
+)
+def test_a_position_continues_on_other_world_sizes(n, worlds, stops, drop_last) -> None:
+    """Save mid-epoch on one world size, continue on another (and maybe a third): nothing
+    delivered twice but padding, nothing lost but what drop_last drops, ranks stay even."""
+    seen: list[int] = []
+    state, epoch = None, 0
+    for hop, world in enumerate(worlds):
+        last = hop == len(worlds) - 1
+        if state is not None and state["epoch"] != epoch:
+            seen, epoch = [], state["epoch"]  # the saved epoch was over: a whole new one
+        delivered, state = run_ranks(
+            n, world, state, None if last else stops[hop], drop_last=drop_last
+        )
+        assert len({len(d) for d in delivered}) == 1  # every rank as many samples
+        flat = [i for d in delivered for i in d]
+        fresh = [i for i in flat if i not in seen]
+        unseen = n - len(set(seen))
+        if drop_last:
+            assert len(flat) == len(set(flat)) == len(fresh)  # no padding, no repeats
+            if last:
+                assert unseen - len(fresh) < max(worlds)  # only a tail that does not divide
+        else:
+            assert len(set(fresh)) == len(fresh) or len(fresh) - len(set(fresh)) < world
+            if last:
+                assert set(fresh) == set(range(n)) - set(seen)  # the rest, all of it
+        seen += flat
+
+
+def test_length_reports_the_remaining_pass_then_the_epoch() -> None:
+    sampler = fl.DistributedSampler(range(20), 2, 0, shuffle=False)
+    sampler.load_state_dict({"epoch": 0, "seed": 0, "num_replicas": 4, "start": 0})
+    assert sampler.restart_after(3)  # 4 ranks took 3 each: 12 delivered, 8 left for 2 ranks
+    assert len(sampler) == 4
+    assert list(sampler) == [12, 14, 16, 18]
+    assert len(sampler) == 10  # the next pass is a whole epoch again
+    assert list(sampler) == list(range(0, 20, 2))
+
+
+def test_same_world_size_leaves_the_skipping_to_the_loader() -> None:
+    sampler = fl.DistributedSampler(range(20), 2, 1)
+    sampler.load_state_dict(sampler.state_dict())
+    assert not sampler.restart_after(3)
+    assert sampler.start == 0

@@ -45,10 +45,14 @@ class BaseIterator:
         self._source_exhausted = False
         if self._pin_stage is not None:
             self._pin_stage.clear()
+        skip = 0
         if resume is not None:
             _state.restore_generator(plan.generator, resume["generator"])
             if resume["sampler"] is not None:
                 plan.index_sampler.load_state_dict(resume["sampler"])
+            skip = resume["batches_yielded"]
+            if not plan.iterable and _state.restart_sampler(plan.index_sampler, skip):
+                skip = 0  # the sampler itself now begins after what was delivered
         # Everything this epoch's order depends on, as it is before the first draw.
         self._generator_at_start = _state.generator_state(plan.generator)
         self._sampler_at_start = _state.sampler_state(plan.index_sampler)
@@ -59,8 +63,8 @@ class BaseIterator:
         self._num_yielded = 0
         self._exhausted = False
         self._skip_batches = 0
-        if resume is not None:
-            self._resume_position(plan, resume["batches_yielded"])
+        if skip:
+            self._resume_position(plan, skip)
         self._length_hint = length_hint
         self._stats = stats.LoaderStats(num_workers=plan.num_workers)
         self._started_at = time.perf_counter()
