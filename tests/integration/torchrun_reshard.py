@@ -9,7 +9,7 @@ import sys
 import torch.distributed as dist
 
 import flowloader as fl
-from tests.integration.torchrun_shards import Ids
+from tests.integration.torchrun_shards import Ids, write_from_every_rank
 
 
 def loader(n: int) -> fl.DataLoader:
@@ -36,12 +36,7 @@ def main() -> None:
         resumed.sampler.set_epoch(1)
         next_epoch = [b.tolist() for b in resumed]
     mine = {"batches": delivered, "next_epoch": next_epoch if mode == "resume" else None}
-    gathered: list = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, mine)
-    if dist.get_rank() == 0:
-        with open(out, "w") as f:
-            json.dump(gathered, f)
-    dist.destroy_process_group()
+    write_from_every_rank(mine, out)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,11 @@ def main() -> None:
     second.load_state_dict(state)
     resumed = part + [b.tolist() for b in second]
     stream = [int(v) for b in fl.DataLoader(IdStream(n), batch_size=3, num_workers=2) for v in b]
-    mine = {"batches": batches, "resumed": resumed, "stream": stream}
+    write_from_every_rank({"batches": batches, "resumed": resumed, "stream": stream}, out)
+
+
+def write_from_every_rank(mine: dict, out: str) -> None:
+    """all_gather every rank's ``mine``; rank 0 writes the list as JSON to ``out``."""
     gathered: list = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, mine)
     if dist.get_rank() == 0:
