@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
@@ -73,16 +71,6 @@ def test_pin_memory_without_cuda_warns() -> None:
 def test_unknown_output_is_refused() -> None:
     with pytest.raises(ValueError, match="output should be one of"):
         fl.DataLoader(Stacked(), output="tensorflow")
-
-
-def test_jax_output() -> None:
-    if importlib.util.find_spec("jax") is None:
-        with pytest.raises(ImportError, match="pip install jax"):
-            fl.DataLoader(Stacked(), output="jax")
-        return
-    images, _ = next(iter(fl.DataLoader(Stacked(), batch_size=4, output="jax")))
-    assert images.shape == (4, 3)
-    np.testing.assert_array_equal(np.asarray(images), Stacked().images[:4])
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
