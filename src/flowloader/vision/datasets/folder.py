@@ -125,8 +125,7 @@ class SampleTable(Sequence):
 
 def pil_loader(path: str | Path) -> Image.Image:
     with open(path, "rb") as stream:
-        image = Image.open(stream)
-        return image.convert("RGB")
+        return reduced.decoded_rgb(Image.open(stream))
 
 
 def default_loader(path: str | Path) -> Any:
