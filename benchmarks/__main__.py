@@ -30,6 +30,7 @@ SUITES = {
     "mnist": ("MNIST, the seed's example (issue 4)", True),
     "imagenet": ("ImageNet pipelines through ImageFolder (issues 5 and 8)", True),
     "imagenet_large": ("ImageNet pipelines on 2048x1536 photographs (issue 8)", True),
+    "threads_vs_processes": ("Loader threads or worker processes? (issue 8)", False),
     "worker_memory": ("Worker memory with two million file paths (issue 4)", False),
     "stats_overhead": ("Cost of the always-on statistics (issue 5)", False),
     "checkpoint_cost": ("Cost of DataLoader.state_dict() (issue 6)", False),
