@@ -50,6 +50,28 @@ NOTES = {
         "With workers the batches are so cheap (~60 us) that per-batch messaging between three "
         "processes on two cores decides: **the 30x target is met without workers, not with 2**."
     ),
+    "imagenet": (
+        "Validation runs Resize + CenterCrop as one Pillow resize of the kept region, planned "
+        "from the JPEG header (ImageFolder's default; pixels within 1-2 levels of torchvision's, "
+        "`reduced_decode=False` for exact numerics). Training decodes and resizes exactly as "
+        "torchvision does (no reduction applies to 500x375 images); its margin comes from the "
+        "loader and the cheaper per-sample Python around the same Pillow calls, so the uint8 "
+        "training ratio sits near 1.2x and moves with the run."
+    ),
+    "imagenet_large": (
+        "Decoding at 1/2 or 1/4 scale still entropy-decodes the whole file: on these 1.2 MB "
+        "photos a full decode takes ~18 ms and a 1/8-scale one ~10 ms, so the training "
+        "pipeline (random crops, mostly decoded at 1/2 or 1/4) cannot reach 2x torch's "
+        "full-size decode plus resize; validation (always 1/4 here) does."
+    ),
+    "threads_vs_processes": (
+        "No consistent winner: from one full run to the next the order flips (in one, two "
+        "threads led on training and trailed on validation; in the next, the reverse), and "
+        "every gap stays within the ~10% that runs swing by. A thread pool would also share the "
+        "training process's GIL with the training loop, which these runs leave idle. With no "
+        "measurable gain on this machine, flowloader keeps worker processes and has no thread "
+        "mode."
+    ),
     "worker_memory": (
         "A Python list is copied page by page into every worker as reference counts are "
         "written (pytorch#13246); DatasetFolder's NumPy table has no per-sample objects and "
