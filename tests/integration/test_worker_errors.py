@@ -3,6 +3,7 @@ worker's traceback; the loader can go on after them, as PyTorch's does."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import flowloader as fl
@@ -86,3 +87,24 @@ def test_non_array_leaves_travel_too() -> None:
     loader = fl.DataLoader(Arrays(4), batch_size=2, num_workers=2)
     batch = next(iter(loader))
     assert batch["name"] == ["sample-0", "sample-1"]
+
+
+@pytest.mark.timeout(60)
+def test_a_corrupt_image_in_a_batch_written_into_shared_memory(tmp_path) -> None:
+    """ImageFolder's batch path reserves the batch array in shared memory before loading the
+    images: a corrupt one mid-batch is reported, and the batches after it still arrive."""
+    from flowloader.vision import datasets
+    from flowloader.vision import transforms as T
+
+    datasets.make_image_folder(str(tmp_path), num_classes=1, images_per_class=12, size=(40, 30))
+    files = sorted((tmp_path / "class_000").iterdir())
+    files[5].write_bytes(b"\xff\xd8\xff\xe0 not a jpeg")
+    transform = T.Compose([T.CenterCrop(24), T.ToTensor(), T.Normalize((0.5,) * 3, (0.2,) * 3)])
+    ds = datasets.ImageFolder(str(tmp_path), transform=transform)
+    iterator = iter(fl.DataLoader(ds, batch_size=4, num_workers=2))
+    assert next(iterator)[0].shape == (4, 3, 24, 24)
+    with pytest.raises(OSError, match=rf"cannot load sample 5 from .*{files[5].name}"):
+        next(iterator)
+    images, labels = next(iterator)
+    assert labels.tolist() == [0, 0, 0, 0]
+    np.testing.assert_array_equal(images[1], ds[9][0])

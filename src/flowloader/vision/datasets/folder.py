@@ -17,7 +17,11 @@ import numpy as np
 from PIL import Image
 
 from flowloader import stats
+from flowloader._sample_rng import sample_context
+from flowloader.collate import CollatedSamples, empty_batch_array
 
+from ..transforms import functional as F
+from ..transforms.transforms import Compose, Normalize, ToTensor
 from . import reduced_decode as reduced
 from .vision import VisionDataset
 
@@ -201,8 +205,11 @@ class DatasetFolder(VisionDataset):
         self._table.targets = values
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
+        return self._load(index, self.transform)
+
+    def _load(self, index: int, transform: Callable | None) -> tuple[Any, Any]:
+        """Sample ``index`` with ``transform`` (the dataset's, or the part before its tail)."""
         path, target = self._table[index]
-        transform = self.transform
         try:
             planned = None
             if self.reduced_decode and self.loader is default_loader and reduced.applies(transform):
@@ -219,6 +226,52 @@ class DatasetFolder(VisionDataset):
             if self.target_transform is not None:
                 target = self.target_transform(target)
         return sample, target
+
+    def __getitems__(self, indices: list[int]) -> Any:
+        """A batch, bit-identical to ``[self[i] for i in indices]``. When the transform ends in
+        ToTensor + Normalize, each image is normalised straight into one batch array (inside a
+        DataLoader worker, the shared memory the batch travels in): no per-sample float array,
+        and nothing left for collate to copy."""
+        steps = getattr(self.transform, "transforms", None)
+        if (
+            self.target_transform is not None
+            or type(self.transform) is not Compose
+            or len(steps) < 2
+            or (type(steps[-2]), type(steps[-1])) != (ToTensor, Normalize)
+        ):
+            return [self._load_in_context(i, self.transform) for i in indices]
+        head = Compose(steps[:-2]) if len(steps) > 2 else None
+        normalize = steps[-1]
+        images: np.ndarray | None = None
+        targets = np.empty(len(indices), dtype=np.int64)
+        for k, index in enumerate(indices):
+            pixels, targets[k] = self._load_in_context(index, head)
+            shape = F.normalized_shape(pixels)
+            if images is None and shape is not None:
+                images = empty_batch_array((len(indices), *shape), np.float32)
+            if shape is None or images is None or images.shape[1:] != shape:
+                return self._finish_one_by_one(indices, k, pixels, images, targets)
+            with stats.stage("transform"):
+                F.to_normalized_tensor(pixels, normalize.mean, normalize.std, out=images[k])
+        columns = (images, targets)
+        return CollatedSamples(columns, lambda k: (columns[0][k], int(columns[1][k])))
+
+    def _load_in_context(self, index: int, transform: Callable | None) -> tuple[Any, Any]:
+        with sample_context(index):  # the sample's own random draws, as one by one
+            return self._load(index, transform)
+
+    def _finish_one_by_one(
+        self, indices: list[int], k: int, pixels: Any, images: Any, targets: np.ndarray
+    ) -> list[tuple[Any, Any]]:
+        """Sample ``k`` does not fit the batch array (another size or not 8-bit): the samples
+        so far, this one, and the rest as separate samples."""
+        normalize = self.transform.transforms[-1]
+        samples = [(images[j].copy(), int(targets[j])) for j in range(k)]
+        with stats.stage("transform"):
+            image = F.to_normalized_tensor(pixels, normalize.mean, normalize.std)
+        samples.append((image, int(targets[k])))
+        samples += [self._load_in_context(i, self.transform) for i in indices[k + 1 :]]
+        return samples
 
     def __len__(self) -> int:
         return len(self._table)

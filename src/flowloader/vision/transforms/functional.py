@@ -85,21 +85,50 @@ def to_tensor(pic: Any) -> np.ndarray:
     return np.ascontiguousarray(chw)
 
 
-def to_normalized_tensor(pic: Any, mean: Sequence[float], std: Sequence[float]) -> np.ndarray:
-    """``normalize(to_tensor(pic), mean, std)`` in one output array, for 8-bit images.
+_EIGHT_BIT_MODES = ("L", "RGB", "RGBA", "CMYK", "YCbCr", "LA", "P")
 
-    The same float32 operations in the same order, so the result is bit-identical to the two
-    steps; it skips two temporary arrays (and their fresh pages) per image.
-    """
-    if _is_pil(pic) and pic.mode in ("L", "RGB", "RGBA", "CMYK", "YCbCr", "LA", "P"):
+
+def _uint8_hwc(pic: Any) -> np.ndarray | None:
+    """An 8-bit image's pixels as an HWC uint8 array, or None for anything else."""
+    if _is_pil(pic) and pic.mode in _EIGHT_BIT_MODES:
         pixels = np.asarray(pic)
     elif isinstance(pic, np.ndarray) and pic.dtype == np.uint8 and pic.ndim in (2, 3):
         pixels = pic
     else:
+        return None
+    return pixels[:, :, None] if pixels.ndim == 2 else pixels
+
+
+def normalized_shape(pic: Any) -> tuple[int, int, int] | None:
+    """The CHW shape ``to_normalized_tensor(pic, ..., out=...)`` writes for an 8-bit image,
+    or None when ``pic`` is not one (without decoding or copying anything)."""
+    if _is_pil(pic) and pic.mode in _EIGHT_BIT_MODES:
+        return len(pic.getbands()), pic.height, pic.width
+    if isinstance(pic, np.ndarray) and pic.dtype == np.uint8 and pic.ndim in (2, 3):
+        return (1 if pic.ndim == 2 else pic.shape[2]), pic.shape[0], pic.shape[1]
+    return None
+
+
+def to_normalized_tensor(
+    pic: Any, mean: Sequence[float], std: Sequence[float], out: np.ndarray | None = None
+) -> np.ndarray:
+    """``normalize(to_tensor(pic), mean, std)`` in one output array, for 8-bit images.
+
+    The same float32 operations in the same order, so the result is bit-identical to the two
+    steps; it skips two temporary arrays (and their fresh pages) per image. ``out``: a float32
+    array of ``normalized_shape(pic)`` to write into (a slot of a batch), 8-bit images only.
+    """
+    hwc = _uint8_hwc(pic)
+    if hwc is None:
+        if out is not None:
+            raise ValueError("to_normalized_tensor(out=...) needs an 8-bit image")
         return normalize(to_tensor(pic), mean, std)
-    hwc = pixels[:, :, None] if pixels.ndim == 2 else pixels
-    out = np.empty((hwc.shape[2], hwc.shape[0], hwc.shape[1]), dtype=np.float32)
-    np.divide(hwc.transpose(2, 0, 1), np.float32(255), out=out, dtype=np.float32)
+    chw = hwc.transpose(2, 0, 1)
+    if out is None:
+        out = np.empty(chw.shape, dtype=np.float32)
+    elif out.shape != chw.shape or out.dtype != np.float32:
+        raise ValueError(f"out must be float32 of shape {chw.shape}, got {out.dtype} {out.shape}")
+    np.divide(chw, np.float32(255), out=out, dtype=np.float32)
     return normalize(out, mean, std, inplace=True)
 
 

@@ -1,0 +1,120 @@
+"""DatasetFolder.__getitems__: images normalised straight into the batch array, bit-identical
+to loading them one by one, with the one-by-one path wherever the batch array cannot hold them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import flowloader as fl
+from flowloader.collate import CollatedSamples
+from flowloader.vision import datasets
+from flowloader.vision import transforms as T
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+class OneByOne(fl.Dataset):
+    """The same dataset without __getitems__: the loader takes samples one at a time."""
+
+    def __init__(self, ds) -> None:
+        self.ds = ds
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, i):
+        return self.ds[i]
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory) -> str:
+    root = str(tmp_path_factory.mktemp("photos"))
+    datasets.make_image_folder(root, num_classes=2, images_per_class=6, size=(160, 120))
+    return root
+
+
+PIPELINES = {
+    "train": lambda: T.Compose(
+        [T.RandomResizedCrop(64), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)]
+    ),
+    "val": lambda: T.Compose(
+        [T.Resize(72), T.CenterCrop(64), T.ToTensor(), T.Normalize(MEAN, STD)]
+    ),
+    "only-normalise": lambda: T.Compose([T.ToTensor(), T.Normalize(MEAN, STD)]),
+}
+
+
+def batches(ds, num_workers: int) -> list[tuple[bytes, bytes]]:
+    loader = fl.DataLoader(
+        ds, batch_size=5, shuffle=True, num_workers=num_workers, generator=np.random.default_rng(3)
+    )
+    return [(images.tobytes(), labels.tobytes()) for images, labels in loader]
+
+
+@pytest.mark.parametrize("pipeline", PIPELINES)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_batches_are_bit_identical_to_one_by_one(photos, pipeline, num_workers) -> None:
+    ds = datasets.ImageFolder(photos, transform=PIPELINES[pipeline]())
+    assert batches(ds, num_workers) == batches(OneByOne(ds), num_workers)
+
+
+def test_getitems_gives_columns_that_rebuild_each_sample(photos) -> None:
+    ds = datasets.ImageFolder(photos, transform=PIPELINES["val"]())
+    got = ds.__getitems__([3, 0, 7])
+    assert isinstance(got, CollatedSamples)
+    images, targets = got.collated()
+    assert images.shape == (3, 3, 64, 64)
+    assert images.dtype == np.float32
+    assert targets.tolist() == [ds.targets[3], ds.targets[0], ds.targets[7]]
+    for k, index in enumerate([3, 0, 7]):
+        image, target = got[k]  # what a custom collate_fn sees
+        expected, expected_target = ds[index]
+        np.testing.assert_array_equal(image, expected)
+        assert target == expected_target
+
+
+def test_a_custom_collate_fn_sees_ordinary_samples(photos) -> None:
+    ds = datasets.ImageFolder(photos, transform=PIPELINES["val"]())
+    loader = fl.DataLoader(ds, batch_size=4, collate_fn=lambda samples: samples)
+    first = next(iter(loader))
+    assert [target for _, target in first] == [ds[i][1] for i in range(4)]
+    np.testing.assert_array_equal(first[2][0], ds[2][0])
+
+
+def test_images_of_different_sizes_fall_back_to_separate_samples(tmp_path) -> None:
+    (tmp_path / "a").mkdir()
+    for i, size in enumerate([(20, 10), (20, 10), (30, 12), (20, 10)]):
+        Image.new("RGB", size, (i * 40, 9, 200)).save(tmp_path / "a" / f"{i}.png")
+    ds = datasets.ImageFolder(str(tmp_path), transform=PIPELINES["only-normalise"]())
+    got = ds.__getitems__([0, 1, 2, 3])
+    assert isinstance(got, list)
+    for (image, target), index in zip(got, range(4), strict=True):
+        np.testing.assert_array_equal(image, ds[index][0])
+        assert target == 0
+    assert not np.shares_memory(got[0][0], got[1][0])
+
+
+def test_float_images_take_the_one_by_one_path(tmp_path) -> None:
+    (tmp_path / "a").mkdir()
+    for i in range(2):
+        pixels = np.full((8, 8), 0.25 * (i + 1), np.float32)  # mode "F": not 8-bit
+        Image.fromarray(pixels).save(tmp_path / "a" / f"{i}.tiff")
+    ds = datasets.ImageFolder(
+        str(tmp_path),
+        loader=Image.open,
+        transform=T.Compose([T.ToTensor(), T.Normalize((0.5,), (0.5,))]),
+    )
+    got = ds.__getitems__([0, 1])
+    assert isinstance(got, list)
+    np.testing.assert_array_equal(got[1][0], ds[1][0])
+
+
+def test_a_target_transform_takes_the_one_by_one_path(photos) -> None:
+    ds = datasets.ImageFolder(
+        photos, transform=PIPELINES["val"](), target_transform=lambda t: t + 10
+    )
+    got = ds.__getitems__([0, 11])
+    assert isinstance(got, list)
+    assert [t for _, t in got] == [10, 11]
