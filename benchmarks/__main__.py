@@ -60,9 +60,10 @@ NOTES = {
     ),
     "imagenet_large": (
         "Decoding at 1/2 or 1/4 scale still entropy-decodes the whole file: on these 1.2 MB "
-        "photos a full decode takes ~18 ms and a 1/8-scale one ~10 ms, so the training "
-        "pipeline (random crops, mostly decoded at 1/2 or 1/4) cannot reach 2x torch's "
-        "full-size decode plus resize; validation (always 1/4 here) does."
+        "photos a full decode takes ~18 ms and even a 1/8-scale one ~10 ms. The training "
+        "pipeline's random crops mostly decode at 1/2 or 1/4, so it lands at 1.8-2.0x torch "
+        "(full-size decode plus resize) depending on the run; validation (always 1/4 here) "
+        "clears 2x."
     ),
     "threads_vs_processes": (
         "No consistent winner: from one full run to the next the order flips (in one, two "
