@@ -118,3 +118,33 @@ def test_a_target_transform_takes_the_one_by_one_path(photos) -> None:
     got = ds.__getitems__([0, 11])
     assert isinstance(got, list)
     assert [t for _, t in got] == [10, 11]
+
+
+class WithPaths(datasets.ImageFolder):
+    """The common torchvision idiom: a subclass that also returns each file's path."""
+
+    def __getitem__(self, index):
+        image, target = super().__getitem__(index)
+        return image, target, self.samples[index][0]
+
+
+def test_a_subclass_overriding_getitem_keeps_its_samples(photos) -> None:
+    ds = WithPaths(photos, transform=PIPELINES["val"]())
+    images, targets, paths = next(iter(fl.DataLoader(ds, batch_size=3)))
+    assert images.shape == (3, 3, 64, 64)
+    assert targets.tolist() == [ds.targets[i] for i in range(3)]
+    assert list(paths) == [ds.samples[i][0] for i in range(3)]
+
+
+def test_an_mnist_subclass_overriding_getitem_keeps_its_samples(tmp_path) -> None:
+    class Indexed(datasets.MNIST):
+        def __getitem__(self, index):
+            return (*super().__getitem__(index), index)
+
+    datasets.make_mnist(str(tmp_path), train_size=20, test_size=10)
+    (tmp_path / "Indexed").symlink_to(tmp_path / "MNIST")  # torchvision: root/<class name>/raw
+    ds = Indexed(str(tmp_path), transform=T.Compose([T.ToTensor(), T.Normalize((0.1,), (0.3,))]))
+    images, targets, indices = next(iter(fl.DataLoader(ds, batch_size=4)))
+    assert images.shape == (4, 1, 28, 28)
+    assert targets.tolist() == ds.targets[:4].tolist()
+    assert indices.tolist() == [0, 1, 2, 3]

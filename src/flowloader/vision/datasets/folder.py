@@ -234,12 +234,13 @@ class DatasetFolder(VisionDataset):
         and nothing left for collate to copy."""
         steps = getattr(self.transform, "transforms", None)
         if (
-            self.target_transform is not None
+            type(self).__getitem__ is not DatasetFolder.__getitem__  # a subclass's own samples
+            or self.target_transform is not None
             or type(self.transform) is not Compose
             or len(steps) < 2
             or (type(steps[-2]), type(steps[-1])) != (ToTensor, Normalize)
         ):
-            return [self._load_in_context(i, self.transform) for i in indices]
+            return [self._sample_in_context(i) for i in indices]
         head = Compose(steps[:-2]) if len(steps) > 2 else None
         normalize = steps[-1]
         images: np.ndarray | None = None
@@ -256,6 +257,10 @@ class DatasetFolder(VisionDataset):
         columns = (images, targets)
         return CollatedSamples(columns, lambda k: (columns[0][k], int(columns[1][k])))
 
+    def _sample_in_context(self, index: int) -> Any:
+        with sample_context(index):
+            return self[index]
+
     def _load_in_context(self, index: int, transform: Callable | None) -> tuple[Any, Any]:
         with sample_context(index):  # the sample's own random draws, as one by one
             return self._load(index, transform)
@@ -270,7 +275,7 @@ class DatasetFolder(VisionDataset):
         with stats.stage("transform"):
             image = F.to_normalized_tensor(pixels, normalize.mean, normalize.std)
         samples.append((image, int(targets[k])))
-        samples += [self._load_in_context(i, self.transform) for i in indices[k + 1 :]]
+        samples += [self._sample_in_context(i) for i in indices[k + 1 :]]
         return samples
 
     def __len__(self) -> int:

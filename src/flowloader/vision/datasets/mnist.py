@@ -135,7 +135,11 @@ class MNIST(VisionDataset):
 
     def __getitems__(self, indices: list[int]) -> Any:
         """A batch: one gather, then the transform over the whole batch when it can."""
-        if self.target_transform is not None or not batch_capable(self.transform):
+        if (
+            type(self).__getitem__ is not MNIST.__getitem__  # a subclass's own samples
+            or self.target_transform is not None
+            or not batch_capable(self.transform)
+        ):
             samples = []
             for i in indices:
                 with flowloader.sample_context(i):
