@@ -3,12 +3,20 @@ generator states). See docs/design/checkpoint.md for the semantics."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ._plan import LoadPlan
 from ._state_codec import generator_state, restore_generator
 
-__all__ = ["STATE_VERSION", "build", "check_resumable", "generator_state", "restore_generator"]
+__all__ = [
+    "STATE_VERSION",
+    "Position",
+    "build",
+    "check_resumable",
+    "generator_state",
+    "restore_generator",
+]
 
 STATE_VERSION = 1
 
@@ -86,3 +94,44 @@ def build(
         "num_workers": num_workers,
         "fingerprint": fingerprint(plan),
     }
+
+
+@dataclass
+class Position:
+    """Where one epoch stands: what its checkpoint needs. The epoch's iterator advances it; its
+    DataLoader keeps it, so the position outlives an iterator dropped mid-epoch (a ``break``
+    out of the loop) and a checkpoint taken afterwards continues from there."""
+
+    plan: LoadPlan
+    epoch: int
+    generator: dict[str, Any]  # the generator's state at the start of the epoch
+    sampler: Any  # the index sampler's state at the start of the epoch
+    batches_yielded: int = 0
+    exhausted: bool = False  # the last batch was handed out
+
+    def state(self) -> dict[str, Any]:
+        plan = self.plan
+        if plan.num_workers > 0 and not plan.in_order:
+            raise ValueError(
+                "state_dict() needs in_order=True: with in_order=False batches arrive out of "
+                "sampler order, so no position in the order describes what was delivered"
+            )
+        state = build(
+            plan,
+            epoch=self.epoch,
+            batches_yielded=self.batches_yielded,
+            generator=self.generator,
+            sampler=self.sampler,
+            num_workers=plan.num_workers,
+        )
+        state["dataset"] = _dataset_state(plan)
+        return state
+
+
+def _dataset_state(plan: LoadPlan) -> Any:
+    """An iterable dataset's own state where the loader iterates the very object (in-process);
+    workers iterate copies whose position the main process cannot ask."""
+    state_dict = getattr(plan.dataset, "state_dict", None)
+    if plan.iterable and plan.num_workers == 0 and callable(state_dict):
+        return state_dict()
+    return None

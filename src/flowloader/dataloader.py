@@ -6,7 +6,6 @@ import copy
 import dataclasses
 import math
 import warnings
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -92,7 +91,8 @@ class DataLoader(Generic[T_co]):
         self._IterableDataset_len_called: int | None = None
         self._iterator: Any = None
         self._epochs_started = 0
-        self._last_iterator: Callable[[], Any] = lambda: None
+        # The latest epoch's position, kept after its iterator is gone (see state_dict).
+        self._last_position: _state.Position | None = None
         self._resume: dict[str, Any] | None = None
         self._initialized = True
         self.check_worker_number_rationality()
@@ -141,7 +141,7 @@ class DataLoader(Generic[T_co]):
         else:
             self.check_worker_number_rationality()
             iterator = MultiProcessIterator(plan, hint, epoch, resume)
-        self._last_iterator = weakref.ref(iterator)
+        self._last_position = iterator.position
         return iterator
 
     def __iter__(self) -> Iterator[Any]:
@@ -155,6 +155,7 @@ class DataLoader(Generic[T_co]):
             epoch, resume = self._next_epoch()
             hint = self._IterableDataset_len_called
             self._iterator.reset(self._plan_snapshot(), hint, epoch, resume)
+            self._last_position = self._iterator.position
         return self._iterator
 
     def state_dict(self) -> dict[str, Any]:
@@ -164,9 +165,9 @@ class DataLoader(Generic[T_co]):
         may differ. Valid at any point, also between epochs. See docs/design/checkpoint.md."""
         if self._resume is not None:
             return copy.deepcopy(self._resume)
-        iterator = self._last_iterator()
-        if iterator is not None and not iterator.exhausted:
-            return iterator.state_dict()
+        position = self._last_position
+        if position is not None and not position.exhausted:
+            return position.state()
         plan = self._plan_snapshot()
         return _state.build(
             plan,

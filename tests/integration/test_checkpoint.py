@@ -282,3 +282,36 @@ def test_iterable_dataset_with_its_own_state_is_restored_not_fast_forwarded() ->
         [15, 16, 17],
         [18, 19],
     ]
+
+
+@pytest.mark.parametrize(("workers", "persistent"), [(0, False), (2, False), (2, True)])
+def test_a_checkpoint_after_breaking_out_of_the_loop_continues_where_it_stopped(
+    workers, persistent
+) -> None:
+    """Step-based training: `for step, batch in enumerate(loader): ... if step == N: break`,
+    then save. The epoch is not over for the checkpoint: resuming gives the rest of it."""
+
+    def make() -> fl.DataLoader:
+        return fl.DataLoader(
+            Augmented(30),
+            batch_size=4,
+            shuffle=True,
+            generator=5,
+            num_workers=workers,
+            persistent_workers=persistent,
+        )
+
+    reference = epochs(make(), 2)
+    loader = make()
+    delivered = []
+    for step, batch in enumerate(loader):
+        delivered.append(batch.tobytes())
+        if step == 2:
+            break
+    state = json.loads(json.dumps(loader.state_dict()))
+    assert (state["epoch"], state["batches_yielded"]) == (0, 3)
+    del loader
+
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert delivered + epochs(resumed, 2) == reference

@@ -41,7 +41,6 @@ class BaseIterator:
         resume: dict[str, Any] | None = None,
     ) -> None:
         self._plan = plan
-        self._epoch_number = epoch
         self._source_exhausted = False
         if self._pin_stage is not None:
             self._pin_stage.clear()
@@ -54,14 +53,16 @@ class BaseIterator:
             if not plan.iterable and _state.restart_sampler(plan.index_sampler, skip):
                 skip = 0  # the sampler itself now begins after what was delivered
         # Everything this epoch's order depends on, as it is before the first draw.
-        self._generator_at_start = _state.generator_state(plan.generator)
-        self._sampler_at_start = _state.sampler_state(plan.index_sampler)
+        self.position = _state.Position(
+            plan,
+            epoch,
+            generator=_state.generator_state(plan.generator),
+            sampler=_state.sampler_state(plan.index_sampler),
+        )
         # Drawn every epoch, with or without workers, so that the sampler's draws (which may
         # share the generator) are the same whatever num_workers and persistent_workers are.
         self._base_seed = _seed.draw_seed(plan.generator)
         self._sampler_iter = iter(plan.index_sampler)
-        self._num_yielded = 0
-        self._exhausted = False
         self._skip_batches = 0
         if skip:
             self._resume_position(plan, skip)
@@ -81,34 +82,16 @@ class BaseIterator:
             for _ in range(batches):
                 if next(self._sampler_iter, _END) is _END:
                     break
-        self._num_yielded = batches
+        self.position.batches_yielded = batches
 
     @property
     def exhausted(self) -> bool:
         """True once the epoch's last batch was handed out (not merely loaded)."""
-        return self._exhausted
+        return self.position.exhausted
 
     def state_dict(self) -> dict[str, Any]:
         """Where this epoch stands: enough to continue it in a new loader (see DataLoader)."""
-        if self._plan.num_workers > 0 and not self._plan.in_order:
-            raise ValueError(
-                "state_dict() needs in_order=True: with in_order=False batches arrive out of "
-                "sampler order, so no position in the order describes what was delivered"
-            )
-        state = _state.build(
-            self._plan,
-            epoch=self._epoch_number,
-            batches_yielded=self._num_yielded,
-            generator=self._generator_at_start,
-            sampler=self._sampler_at_start,
-            num_workers=self._plan.num_workers,
-        )
-        state["dataset"] = self._dataset_state()
-        return state
-
-    def _dataset_state(self) -> Any:
-        """An iterable dataset's own state, where this iterator can take it (in-process)."""
-        return None
+        return self.position.state()
 
     def stats(self) -> stats.LoaderStats:
         """Where the time went since this epoch started (see :mod:`flowloader.stats`)."""
@@ -158,7 +141,7 @@ class BaseIterator:
             started = time.perf_counter()
             data = produce()
             self._count_batch(time.perf_counter() - started)
-        self._num_yielded += 1
+        self.position.batches_yielded += 1
         self._warn_if_past_reported_length()
         if self._pin_stage is not None or self._convert is None:
             return data
@@ -168,7 +151,7 @@ class BaseIterator:
         try:
             return self._next_data()
         except StopIteration:
-            self._exhausted = True
+            self.position.exhausted = True
             raise
 
     def _next_pinned(self) -> Any:
@@ -192,7 +175,7 @@ class BaseIterator:
             stage.submit(batch)
             wait = False
         if not stage:
-            self._exhausted = True
+            self.position.exhausted = True
             raise StopIteration
         return stage.take()
 
@@ -205,7 +188,8 @@ class BaseIterator:
 
     def _warn_if_past_reported_length(self) -> None:
         reported = self._length_hint
-        if self._plan.iterable and reported is not None and self._num_yielded > reported:
+        yielded = self.position.batches_yielded
+        if self._plan.iterable and reported is not None and yielded > reported:
             hint = (
                 " With workers, each worker must read its own shard (see get_worker_info())."
                 if self._plan.num_workers > 0
@@ -213,7 +197,7 @@ class BaseIterator:
             )
             warnings.warn(
                 f"Length of IterableDataset {self._plan.dataset!r} was reported to be "
-                f"{reported} (when accessing len(dataloader)), but {self._num_yielded} "
+                f"{reported} (when accessing len(dataloader)), but {yielded} "
                 f"samples have been fetched.{hint}",
                 stacklevel=3,
             )

@@ -37,12 +37,6 @@ class SingleProcessIterator(BaseIterator):
         )
         self._clock = stats.StageClock()
 
-    def _dataset_state(self) -> Any:
-        state_dict = getattr(self._plan.dataset, "state_dict", None)
-        if self._plan.iterable and callable(state_dict):
-            return state_dict()
-        return None
-
     def _next_data(self, wait: bool = True) -> Any:
         index = self._next_index()
         previous = stats.set_clock(self._clock if stats.enabled else None)
