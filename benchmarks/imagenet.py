@@ -71,16 +71,7 @@ def measure(
     """(samples/s, CPU seconds per 1,000 samples) over ``batches`` batches after the first."""
     from flowloader.cli import pipelines
 
-    if library == "torch":
-        import torch.utils.data
-        from torchvision import datasets, transforms
-
-        loader_class = torch.utils.data.DataLoader
-    else:
-        import flowloader
-        from flowloader.vision import datasets, transforms
-
-        loader_class = flowloader.DataLoader
+    loader_class, datasets, transforms = _modules(library)
     ds = pipelines.dataset(pipeline, root, datasets, transforms, uint8)
     loader = loader_class(ds, batch_size=64, shuffle=True, num_workers=workers)
     iterator = iter(loader)

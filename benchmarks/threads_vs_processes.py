@@ -20,6 +20,7 @@ import numpy as np
 
 from .common import environment, median, write_json
 from .imagenet import _modules
+from .imagenet import measure as imagenet_measure
 
 BATCH = 64
 PIPELINES = [("imagenet-train", False), ("imagenet-val", False), ("imagenet-train", True)]
@@ -32,6 +33,11 @@ def _batches_per_s(batches: Any, count: int) -> float:
     for _ in range(count):
         next(batches)
     return count * BATCH / (time.perf_counter() - start)
+
+
+def loader_rate(library: str, pipeline: str, root: str, batches: int, uint8: bool) -> float:
+    """Samples/s of ``library``'s DataLoader with 2 workers (the ImageNet suite's measurement)."""
+    return imagenet_measure(library, pipeline, root, 2, batches, uint8)[0]
 
 
 def thread_pool_rate(ds: Any, threads: int, count: int) -> float:
@@ -57,18 +63,6 @@ def thread_pool_rate(ds: Any, threads: int, count: int) -> float:
             generator.close()
 
 
-def loader_rate(library: str, pipeline: str, root: str, uint8: bool, count: int) -> float:
-    from flowloader.cli import pipelines
-
-    loader_class, datasets, transforms = _modules(library)
-    ds = pipelines.dataset(pipeline, root, datasets, transforms, uint8)
-    iterator = iter(loader_class(ds, batch_size=BATCH, shuffle=True, num_workers=2))
-    try:
-        return _batches_per_s(iterator, count)
-    finally:
-        del iterator
-
-
 def measure(batches: int, runs: int) -> list[dict]:
     import importlib.util
 
@@ -91,13 +85,13 @@ def measure(batches: int, runs: int) -> list[dict]:
             results["torch, 2 worker processes"] = []
         for _ in range(runs):
             results["flowloader, 2 worker processes"].append(
-                loader_rate("flowloader", pipeline, root, uint8, batches)
+                loader_rate("flowloader", pipeline, root, batches, uint8)
             )
             results["2 loader threads"].append(thread_pool_rate(ds, 2, batches))
             results["3 loader threads"].append(thread_pool_rate(ds, 3, batches))
             if "torch" in libraries:
                 results["torch, 2 worker processes"].append(
-                    loader_rate("torch", pipeline, root, uint8, batches)
+                    loader_rate("torch", pipeline, root, batches, uint8)
                 )
         name = pipeline + (" (uint8 output)" if uint8 else "")
         records.append({"pipeline": name, "runs": results})

@@ -95,7 +95,7 @@ class MultiProcessIterator(BaseIterator):
         if self._source_exhausted or self.closed:
             raise StopIteration
         timeout = self._plan.timeout
-        deadline = time.monotonic() + timeout if timeout > 0 and wait else None
+        deadline = time.monotonic() + timeout if timeout > 0 else None
         polled = False
         while True:
             self._workers.collect_dropped()
@@ -112,7 +112,7 @@ class MultiProcessIterator(BaseIterator):
                 if polled:
                     return NOT_READY
                 polled = True
-                self._collect(None, poll=True)
+                self._receive(0.0)  # take what has already arrived, without waiting
                 continue
             self._workers.send_releases()  # about to wait: let no worker wait for segments
             self._collect(deadline)
@@ -122,13 +122,16 @@ class MultiProcessIterator(BaseIterator):
         if not self._plan.persistent_workers:
             self.shutdown()
 
-    def _collect(self, deadline: float | None, poll: bool = False) -> None:
-        """Handle the messages that arrive before ``deadline`` (None: no limit), or that have
-        already arrived when ``poll``; fail on a timeout or a death."""
-        remaining = 0.0 if poll else None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0 and not poll:
+    def _collect(self, deadline: float | None) -> None:
+        """Handle the messages that arrive before ``deadline`` (None: no limit)."""
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
             self._fail(self._timeout_error())
-        received, dead = self._workers.receive(remaining)
+        self._receive(remaining)
+
+    def _receive(self, timeout: float | None) -> None:
+        """Handle the messages that arrive within ``timeout``; fail on a worker's death."""
+        received, dead = self._workers.receive(timeout)
         for message in received:
             self._handle(message)
         if dead:

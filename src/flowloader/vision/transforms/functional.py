@@ -88,25 +88,21 @@ def to_tensor(pic: Any) -> np.ndarray:
 _EIGHT_BIT_MODES = ("L", "RGB", "RGBA", "CMYK", "YCbCr", "LA", "P")
 
 
-def _uint8_hwc(pic: Any) -> np.ndarray | None:
-    """An 8-bit image's pixels as an HWC uint8 array, or None for anything else."""
-    if _is_pil(pic) and pic.mode in _EIGHT_BIT_MODES:
-        pixels = np.asarray(pic)
-    elif isinstance(pic, np.ndarray) and pic.dtype == np.uint8 and pic.ndim in (2, 3):
-        pixels = pic
-    else:
-        return None
-    return pixels[:, :, None] if pixels.ndim == 2 else pixels
+def _is_eight_bit(pic: Any) -> bool:
+    """A PIL image in an 8-bit mode, or an HWC uint8 array."""
+    if _is_pil(pic):
+        return pic.mode in _EIGHT_BIT_MODES
+    return isinstance(pic, np.ndarray) and pic.dtype == np.uint8 and pic.ndim in (2, 3)
 
 
 def normalized_shape(pic: Any) -> tuple[int, int, int] | None:
     """The CHW shape ``to_normalized_tensor(pic, ..., out=...)`` writes for an 8-bit image,
     or None when ``pic`` is not one (without decoding or copying anything)."""
-    if _is_pil(pic) and pic.mode in _EIGHT_BIT_MODES:
-        return len(pic.getbands()), pic.height, pic.width
-    if isinstance(pic, np.ndarray) and pic.dtype == np.uint8 and pic.ndim in (2, 3):
-        return (1 if pic.ndim == 2 else pic.shape[2]), pic.shape[0], pic.shape[1]
-    return None
+    if not _is_eight_bit(pic):
+        return None
+    if _is_pil(pic):
+        return _pil.dimensions(pic)
+    return (1 if pic.ndim == 2 else pic.shape[2]), pic.shape[0], pic.shape[1]
 
 
 def to_normalized_tensor(
@@ -118,12 +114,12 @@ def to_normalized_tensor(
     steps; it skips two temporary arrays (and their fresh pages) per image. ``out``: a float32
     array of ``normalized_shape(pic)`` to write into (a slot of a batch), 8-bit images only.
     """
-    hwc = _uint8_hwc(pic)
-    if hwc is None:
+    if not _is_eight_bit(pic):
         if out is not None:
             raise ValueError("to_normalized_tensor(out=...) needs an 8-bit image")
         return normalize(to_tensor(pic), mean, std)
-    chw = hwc.transpose(2, 0, 1)
+    pixels = np.asarray(pic)
+    chw = (pixels[:, :, None] if pixels.ndim == 2 else pixels).transpose(2, 0, 1)
     if out is None:
         out = np.empty(chw.shape, dtype=np.float32)
     elif out.shape != chw.shape or out.dtype != np.float32:
