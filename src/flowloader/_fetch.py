@@ -32,12 +32,8 @@ class MapFetcher:
         elif self._getitems is not None:
             _sample_rng.set_index(index)
             data = self._getitems(index)
-        else:
-            dataset = self.dataset
-            data = []
-            for i in index:
-                _sample_rng.set_index(i)  # so that sample_rng() is this sample's generator
-                data.append(dataset[i])
+        else:  # each sample with its own generator (sample_rng)
+            data = _sample_rng.load_one_by_one(self.dataset, index)
         _sample_rng.set_index(None)
         return _collate_timed(self.collate_fn, data, clock, start)
 

@@ -7,6 +7,7 @@ loads it: random transforms give the same bytes for any ``num_workers`` and afte
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,17 @@ class sample_context:
 
     def __exit__(self, *exc: object) -> None:
         set_index(self.previous)
+
+
+def load_one_by_one(dataset: Any, indices: Sequence[int]) -> list[Any]:
+    """``[dataset[i] for i in indices]``, each load with sample ``i``'s own generator: what a
+    batch path falls back to when it cannot take the batch whole."""
+    samples = []
+    with sample_context(None):
+        for i in indices:
+            set_index(i)
+            samples.append(dataset[i])
+    return samples
 
 
 def generator_for(index: int) -> np.random.Generator:

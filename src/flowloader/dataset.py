@@ -127,12 +127,7 @@ def _fetch_many(dataset: Any, indices: list) -> list:
     with its own sample generator, see :func:`flowloader.sample_rng`)."""
     getitems = getattr(dataset, "__getitems__", None)
     if not callable(getitems):
-        samples = []
-        with _sample_rng.sample_context(None):
-            for i in indices:
-                _sample_rng.set_index(i)
-                samples.append(dataset[i])
-        return samples
+        return _sample_rng.load_one_by_one(dataset, indices)
     items = getitems(indices)
     if len(items) != len(indices):
         raise ValueError(

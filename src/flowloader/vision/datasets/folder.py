@@ -17,7 +17,7 @@ import numpy as np
 from PIL import Image
 
 from flowloader import stats
-from flowloader._sample_rng import sample_context
+from flowloader._sample_rng import load_one_by_one, sample_context
 from flowloader.collate import CollatedSamples, empty_batch_array
 
 from ..transforms import functional as F
@@ -240,7 +240,7 @@ class DatasetFolder(VisionDataset):
             or len(steps) < 2
             or (type(steps[-2]), type(steps[-1])) != (ToTensor, Normalize)
         ):
-            return [self._sample_in_context(i) for i in indices]
+            return load_one_by_one(self, indices)
         head = Compose(steps[:-2]) if len(steps) > 2 else None
         normalize = steps[-1]
         images: np.ndarray | None = None
@@ -257,10 +257,6 @@ class DatasetFolder(VisionDataset):
         columns = (images, targets)
         return CollatedSamples(columns, lambda k: (columns[0][k], int(columns[1][k])))
 
-    def _sample_in_context(self, index: int) -> Any:
-        with sample_context(index):
-            return self[index]
-
     def _load_in_context(self, index: int, transform: Callable | None) -> tuple[Any, Any]:
         with sample_context(index):  # the sample's own random draws, as one by one
             return self._load(index, transform)
@@ -275,7 +271,7 @@ class DatasetFolder(VisionDataset):
         with stats.stage("transform"):
             image = F.to_normalized_tensor(pixels, normalize.mean, normalize.std)
         samples.append((image, int(targets[k])))
-        samples += [self._sample_in_context(i) for i in indices[k + 1 :]]
+        samples += load_one_by_one(self, indices[k + 1 :])
         return samples
 
     def __len__(self) -> int:

@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 import numpy as np
 from PIL import Image
 
-import flowloader
 from flowloader import stats
+from flowloader._sample_rng import load_one_by_one
 from flowloader.collate import CollatedSamples
 
 from ..transforms.batch import apply_batch, batch_capable
@@ -140,11 +140,7 @@ class MNIST(VisionDataset):
             or self.target_transform is not None
             or not batch_capable(self.transform)
         ):
-            samples = []
-            for i in indices:
-                with flowloader.sample_context(i):
-                    samples.append(self[i])
-            return samples
+            return load_one_by_one(self, indices)
         pixels = self.data[np.asarray(indices, dtype=np.int64)]
         with stats.stage("transform"):
             images = apply_batch(self.transform, pixels, indices)
