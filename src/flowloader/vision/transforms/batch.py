@@ -29,6 +29,11 @@ class ImageBatch:
     def height_axis(self) -> int:
         return 1 if self.layout == "pil" else -2
 
+    def chw_view(self) -> np.ndarray:
+        """ "pil" pixels as an (N, C, H, W) view, no copy."""
+        pixels = self.array
+        return pixels[:, None] if pixels.ndim == 3 else pixels.transpose(0, 3, 1, 2)
+
 
 def batch_capable(transform: Any) -> bool:
     """True if ``transform`` (a Compose or a single transform) has a batch implementation."""

@@ -124,7 +124,16 @@ def to_normalized_tensor(
         out = np.empty(chw.shape, dtype=np.float32)
     elif out.shape != chw.shape or out.dtype != np.float32:
         raise ValueError(f"out must be float32 of shape {chw.shape}, got {out.dtype} {out.shape}")
-    np.divide(chw, np.float32(255), out=out, dtype=np.float32)
+    return scaled_normalized_into(chw, out, mean, std)
+
+
+def scaled_normalized_into(
+    pixels: np.ndarray, out: np.ndarray, mean: Sequence[float], std: Sequence[float]
+) -> np.ndarray:
+    """``(pixels / 255 - mean) / std`` for uint8 (..., C, H, W) pixels, written into float32
+    ``out``: the one sequence of float32 operations that fused ToTensor + Normalize runs, per
+    image and per batch, so that both are bit-identical to the two steps apart."""
+    np.divide(pixels, np.float32(255), out=out, dtype=np.float32)
     return normalize(out, mean, std, inplace=True)
 
 

@@ -76,18 +76,16 @@ class ToTensor(_Repr):
         """ToTensor + Normalize in place in one output array, which lies where the batch will
         travel. The same float32 operations in the same order as the two steps apart, so the
         result is bit-identical; it just skips the intermediate arrays."""
-        pixels = batch.array
-        chw = pixels[:, None] if pixels.ndim == 3 else pixels.transpose(0, 3, 1, 2)
+        chw = batch.chw_view()
         out = empty_batch_array(chw.shape, np.float32)
-        np.divide(chw, np.float32(255), out=out, dtype=np.float32)
-        return ImageBatch(F.normalize(out, normalize.mean, normalize.std, inplace=True), "tensor")
+        normalized = F.scaled_normalized_into(chw, out, normalize.mean, normalize.std)
+        return ImageBatch(normalized, "tensor")
 
     def apply_batch(self, batch: ImageBatch, draws: Any) -> ImageBatch:
         if batch.layout != "pil":
             raise TypeError("ToTensor expects images, not arrays that were already converted")
-        pixels = batch.array
-        chw = pixels[:, None] if pixels.ndim == 3 else pixels.transpose(0, 3, 1, 2)
-        if pixels.dtype == np.uint8:
+        chw = batch.chw_view()
+        if chw.dtype == np.uint8:
             return ImageBatch(chw.astype(np.float32) / np.float32(255), "tensor")
         return ImageBatch(np.ascontiguousarray(chw), "tensor")
 
@@ -100,9 +98,7 @@ class PILToTensor(_Repr):
         return F.pil_to_tensor(pic)
 
     def apply_batch(self, batch: ImageBatch, draws: Any) -> ImageBatch:
-        pixels = batch.array
-        chw = pixels[:, None] if pixels.ndim == 3 else pixels.transpose(0, 3, 1, 2)
-        return ImageBatch(np.ascontiguousarray(chw), "tensor")
+        return ImageBatch(np.ascontiguousarray(batch.chw_view()), "tensor")
 
 
 class Normalize(_Repr):
