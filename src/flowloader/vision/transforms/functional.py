@@ -71,6 +71,11 @@ def get_dimensions(img: Any) -> list[int]:
     return list(_pil.dimensions(img) if _is_pil(img) else _array.dimensions(img))
 
 
+def _chw_view(pixels: np.ndarray) -> np.ndarray:
+    """An (H, W) or (H, W, C) array as a (C, H, W) view, no copy."""
+    return (pixels[:, :, None] if pixels.ndim == 2 else pixels).transpose(2, 0, 1)
+
+
 def to_tensor(pic: Any) -> np.ndarray:
     """A PIL image or an HWC array -> CHW float32 array; 8-bit data is scaled to [0, 1]."""
     if _is_pil(pic):
@@ -79,7 +84,7 @@ def to_tensor(pic: Any) -> np.ndarray:
         raise TypeError(f"pic should be a PIL Image or a NumPy array, got {type(pic).__name__}")
     if pic.ndim not in (2, 3):
         raise ValueError(f"pic should be 2 or 3 dimensional, got {pic.ndim} dimensions")
-    chw = (pic[:, :, None] if pic.ndim == 2 else pic).transpose(2, 0, 1)
+    chw = _chw_view(pic)
     if pic.dtype == np.uint8:
         return chw.astype(np.float32) / np.float32(255)
     return np.ascontiguousarray(chw)
@@ -118,8 +123,7 @@ def to_normalized_tensor(
         if out is not None:
             raise ValueError("to_normalized_tensor(out=...) needs an 8-bit image")
         return normalize(to_tensor(pic), mean, std)
-    pixels = np.asarray(pic)
-    chw = (pixels[:, :, None] if pixels.ndim == 2 else pixels).transpose(2, 0, 1)
+    chw = _chw_view(np.asarray(pic))
     if out is None:
         out = np.empty(chw.shape, dtype=np.float32)
     elif out.shape != chw.shape or out.dtype != np.float32:
@@ -142,8 +146,7 @@ def pil_to_tensor(pic: Any) -> np.ndarray:
     if _is_pil(pic):
         return _pil.to_uint8_chw(pic)
     if isinstance(pic, np.ndarray) and pic.ndim in (2, 3):
-        hwc = pic[:, :, None] if pic.ndim == 2 else pic
-        return np.ascontiguousarray(hwc.transpose(2, 0, 1))
+        return np.ascontiguousarray(_chw_view(pic))
     raise TypeError(f"pic should be a PIL Image or an HWC NumPy array, got {type(pic).__name__}")
 
 
