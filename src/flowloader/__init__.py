@@ -1,4 +1,12 @@
-"""flowloader: PyTorch's torch.utils.data API on NumPy, fast, robust and resumable."""
+"""flowloader: PyTorch's torch.utils.data API on NumPy, fast, robust and resumable.
+
+The subpackages ``flowloader.utils`` (the PyTorch drop-in) and ``flowloader.vision`` load on
+first use, as ``torch.utils.data`` does after ``import torch``: plain ``import flowloader``
+does not pay for Pillow or the vision code.
+"""
+
+import importlib
+from typing import Any
 
 from ._sample_rng import sample_context, sample_rng
 from ._worker.info import WorkerInfo, get_worker_info
@@ -53,3 +61,16 @@ __all__ = [
     "shard_stream",
 ]
 assert __all__ == sorted(__all__)
+
+# Public subpackages reached as attributes without their own import statement.
+_LAZY_SUBPACKAGES = frozenset({"utils", "vision"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_SUBPACKAGES:
+        return importlib.import_module(f"{__name__}.{name}")  # also binds it as an attribute
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY_SUBPACKAGES)

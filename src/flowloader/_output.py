@@ -41,9 +41,13 @@ def converter(output: str, pinned: bool) -> Callable[[Any], Any] | None:
         return None
     if output == "jax":
         return lambda batch: _map_arrays(batch, _jax.to_array)
-    if pinned:
-        return lambda batch: _map_arrays(batch, lambda a: _torch.pin(_torch.to_tensor(a)))
+    if pinned:  # the dataset's own tensors are pinned too, as PyTorch pins every tensor
+        return lambda batch: _map_arrays(batch, _pinned_tensor, tensors=True)
     return lambda batch: _map_arrays(batch, _torch.to_tensor)
+
+
+def _pinned_tensor(leaf: Any) -> Any:
+    return _torch.pin(leaf if _torch.is_tensor(leaf) else _torch.to_tensor(leaf))
 
 
 def _accelerator() -> bool:
@@ -53,6 +57,6 @@ def _accelerator() -> bool:
     return _torch.accelerator_available()
 
 
-def _map_arrays(batch: Any, fn: Callable[[Any], Any]) -> Any:
-    structure, arrays = tree.split(batch)
+def _map_arrays(batch: Any, fn: Callable[[Any], Any], *, tensors: bool = False) -> Any:
+    structure, arrays = tree.split(batch, tensors=tensors)
     return tree.join(structure, [fn(array) for array in arrays])

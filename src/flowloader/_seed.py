@@ -53,7 +53,8 @@ def draw_seed(generator: Any) -> int:
 
 def seed_worker(base_seed: int, worker_id: int) -> int:
     """Seed a worker's global RNGs: Python's ``random``, NumPy's legacy global RNG, and torch's
-    if the program already imported torch. Returns the worker seed, ``base_seed + worker_id``.
+    (now if torch is imported, else when the dataset imports it). Returns the worker seed,
+    ``base_seed + worker_id``.
 
     NumPy's state comes from a SeedSequence of (base seed, worker id), so no two workers share
     a stream and the same loader seed gives the same draws.
@@ -61,9 +62,7 @@ def seed_worker(base_seed: int, worker_id: int) -> int:
     seed = base_seed + worker_id
     random.seed(seed)
     np.random.seed(np.random.SeedSequence([base_seed, worker_id]).generate_state(4))
-    torch = _torch.imported_torch()
-    if torch is not None:
-        torch.manual_seed(seed)
+    _torch.when_imported(lambda torch: torch.manual_seed(seed))
     return seed
 
 

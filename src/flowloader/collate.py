@@ -131,7 +131,7 @@ def collate_str_fn(batch: list[Any], *, collate_fn_map: Any = None) -> list[Any]
 
 def collate_tensor_fn(batch: list[Any], *, collate_fn_map: Any = None) -> Any:
     _check_equal_shapes(batch, "tensors")
-    return _torch.stack(batch)
+    return _torch.stack(batch, empty_batch_array if batch_allocator.get() is not None else None)
 
 
 default_collate_fn_map: dict[type | tuple[type, ...], CollateFn] = {

@@ -135,3 +135,34 @@ class Augmented(fl.Dataset):
         rng = fl.sample_rng()
         noise = rng.integers(0, 1 << 30, 2) if rng is not None else np.zeros(2, np.int64)
         return np.concatenate([[i], noise]).astype(np.int64)
+
+
+class TorchThreads(fl.Dataset):
+    """Sample i: torch's intra-op thread count where the sample is loaded (needs torch)."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int):
+        import torch
+
+        return torch.get_num_threads()
+
+
+class TorchTensors(fl.Dataset):
+    """Sample i: a float32 (3, 8, 8) tensor filled with i, an int64 label tensor and an int
+    (needs torch), like a custom torch-based dataset."""
+
+    def __len__(self) -> int:
+        return 10
+
+    def __getitem__(self, i: int):
+        import torch
+
+        return torch.full((3, 8, 8), float(i)), torch.tensor(i), i
+
+
+def set_two_torch_threads(worker_id: int) -> None:
+    import torch
+
+    torch.set_num_threads(2)

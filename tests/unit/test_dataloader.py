@@ -210,5 +210,7 @@ def test_exceptions_from_the_dataset_propagate_unchanged() -> None:
 def test_utils_data_exposes_the_same_names() -> None:
     from flowloader.utils import data
 
-    for name in fl.__all__:
+    assert set(data.__all__) == set(fl.__all__)
+    for name in set(fl.__all__) - {"DataLoader"}:
         assert getattr(data, name) is getattr(fl, name)
+    assert issubclass(data.DataLoader, fl.DataLoader)

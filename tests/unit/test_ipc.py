@@ -157,3 +157,41 @@ def test_arrays_of_mixed_dtypes_promote_the_same_with_or_without_the_arena(pool)
     assert plain.dtype == np.float64
     assert in_arena.dtype == plain.dtype
     np.testing.assert_array_equal(in_arena, plain)
+
+
+@pytest.mark.torch
+def test_tensors_collated_in_a_worker_travel_in_the_segment_without_a_copy(pool) -> None:
+    torch = pytest.importorskip("torch")
+    arena = Arena(pool.take(1 << 16))
+    token = batch_allocator.set(arena.allocate)
+    try:
+        batch = default_collate([(torch.full((2, 3), float(i)), torch.tensor(i)) for i in range(4)])
+    finally:
+        batch_allocator.reset(token)
+    used_by_collate = arena.used
+    encoded = encode(batch, pool, arena)
+    assert encoded.used == used_by_collate  # stacked straight into the segment: no copy
+    assert all(ref.tensor for ref in encoded.leaves)
+    assert "Tensor" not in repr(encoded.structure)  # nothing is pickled by value
+    cache, dropped = SegmentCache(), []
+    images, labels = decode(pickle.loads(pickle.dumps(encoded)), cache, dropped.append)
+    assert isinstance(images, torch.Tensor)
+    assert torch.equal(images[:, 0, 0], torch.arange(4.0))
+    assert torch.equal(labels, torch.arange(4))
+    del images, labels
+    gc.collect()
+    assert dropped == [encoded.segment_name]
+    cache.close()
+
+
+@pytest.mark.torch
+def test_tensors_numpy_cannot_view_are_pickled_with_the_message(pool) -> None:
+    torch = pytest.importorskip("torch")
+    batch = [torch.ones(2, dtype=torch.bfloat16), torch.ones(2, requires_grad=True)]
+    encoded = encode(batch, pool, arena=None)
+    assert encoded.leaves == ()
+    cache = SegmentCache()
+    decoded = decode(pickle.loads(pickle.dumps(encoded)), cache, lambda name: None)
+    assert decoded[0].dtype == torch.bfloat16
+    assert decoded[1].requires_grad
+    cache.close()

@@ -7,14 +7,67 @@ or a ``torch.Generator`` passed as ``generator``, can only exist if torch is alr
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
+
+import numpy as np
 
 
 def imported_torch() -> ModuleType | None:
     """Return the torch module if the program has already imported it, else None."""
     return sys.modules.get("torch")
+
+
+def require_torch() -> ModuleType:
+    """The torch module, imported if needed: for rebuilding tensors a worker sent, which only
+    exist when the user's dataset uses torch."""
+    return imported_torch() or importlib.import_module("torch")
+
+
+def when_imported(callback: Callable[[ModuleType], None]) -> None:
+    """Run ``callback(torch)`` now if torch is imported, else right after the process imports
+    it (a dataset may import torch lazily). Never imports torch itself."""
+    torch = imported_torch()
+    if torch is not None:
+        callback(torch)
+    else:
+        sys.meta_path.insert(0, _AfterTorchImport(callback))
+
+
+class _AfterTorchImport:
+    """An import hook (a ``sys.meta_path`` finder; importlib.abc is not imported for it, it
+    costs 13 ms at start-up) that lets the normal finders locate torch, then runs a callback
+    once torch's ``__init__`` has executed. It removes itself at the first import of torch."""
+
+    def __init__(self, callback: Callable[[ModuleType], None]) -> None:
+        self._callback = callback
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        execute, callback = loader.exec_module, self._callback
+
+        def exec_module(module: ModuleType) -> None:
+            execute(module)
+            callback(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def limit_threads(torch: ModuleType) -> None:
+    """One intra-op thread, as torch's DataLoader workers have: several workers each running
+    torch's default thread pool oversubscribe the cores many times over."""
+    torch.set_num_threads(1)
 
 
 def is_tensor(obj: Any) -> bool:
@@ -36,11 +89,31 @@ def draw_seed(generator: Any) -> int:
     return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
-def stack(tensors: list[Any]) -> Any:
-    """``torch.stack`` along a new first dimension."""
+def as_shareable_array(obj: Any) -> np.ndarray | None:
+    """A CPU tensor as a NumPy view of its memory (no copy), or None when it cannot be one
+    (not a tensor, on a device, needing grad, or of a dtype NumPy lacks)."""
+    if not is_tensor(obj) or obj.device.type != "cpu" or obj.requires_grad:
+        return None
+    try:
+        return obj.numpy()
+    except (TypeError, RuntimeError):
+        return None
+
+
+def stack(tensors: Sequence[Any], allocate: Callable[..., np.ndarray] | None = None) -> Any:
+    """``torch.stack`` along a new first dimension; into ``allocate(shape, dtype)``'s array
+    (shared memory inside a worker) when the tensors are CPU tensors of one NumPy-compatible
+    dtype, so the batch is written once, where it will travel."""
     torch = imported_torch()
     assert torch is not None
-    return torch.stack(tensors, 0)
+    first = tensors[0]
+    view = as_shareable_array(first) if allocate is not None else None
+    if view is not None and all(
+        t.dtype == first.dtype and t.device == first.device and not t.requires_grad for t in tensors
+    ):
+        out = torch.from_numpy(allocate((len(tensors), *first.shape), view.dtype))
+        return torch.stack(list(tensors), 0, out=out)
+    return torch.stack(list(tensors), 0)
 
 
 def accelerator_available() -> bool:

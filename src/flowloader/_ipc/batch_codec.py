@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .._compat import torch as _torch
 from . import tree
 from .messages import Wire
 from .segment_pool import Arena, SegmentPool
@@ -21,6 +22,7 @@ class LeafRef(Wire):
     offset: int
     shape: tuple[int, ...]
     dtype: Any  # a dtype string such as '<f4' (cheap to pickle), or a structured np.dtype
+    tensor: bool = False  # the leaf was a torch tensor: the consumer gets one back
 
 
 def _portable_dtype(dtype: np.dtype) -> Any:
@@ -40,8 +42,14 @@ class EncodedBatch(Wire):
 
 def encode(batch: Any, pool: SegmentPool, arena: Arena | None) -> EncodedBatch:
     """Place the batch's arrays in one segment: where collate already wrote them (``arena``)
-    if they are all there or fit there, else in a segment taken from ``pool``."""
-    structure, arrays = tree.split(batch)
+    if they are all there or fit there, else in a segment taken from ``pool``. CPU torch
+    tensors travel the same way, as the NumPy views of their memory."""
+    structure, leaves = tree.split(batch, tensors=True)
+    tensor_flags = [type(leaf) is not np.ndarray for leaf in leaves]
+    arrays = [
+        _torch.as_shareable_array(leaf) if is_tensor else leaf
+        for leaf, is_tensor in zip(leaves, tensor_flags, strict=True)
+    ]
     if not arrays:
         if arena is not None:
             pool.give_back(arena.segment)
@@ -54,7 +62,8 @@ def encode(batch: Any, pool: SegmentPool, arena: Arena | None) -> EncodedBatch:
         offsets = _place_in_arena(arrays, arena)
         assert offsets is not None, "a segment sized for the batch must hold it"
     refs = tuple(
-        LeafRef(o, a.shape, _portable_dtype(a.dtype)) for o, a in zip(offsets, arrays, strict=True)
+        LeafRef(o, a.shape, _portable_dtype(a.dtype), t)
+        for o, a, t in zip(offsets, arrays, tensor_flags, strict=True)
     )
     segment = arena.segment
     return EncodedBatch(structure, segment.name, segment.capacity, arena.used, refs)
@@ -108,7 +117,8 @@ def decode(encoded: EncodedBatch, cache: SegmentCache, on_drop: Callable[[str], 
     for ref in encoded.leaves:
         dtype = np.dtype(ref.dtype)
         end = ref.offset + dtype.itemsize * math.prod(ref.shape)
-        arrays.append(region[ref.offset : end].view(dtype).reshape(ref.shape))
-    # Every array's base is `region`, so it dies with the last of them.
+        array = region[ref.offset : end].view(dtype).reshape(ref.shape)
+        arrays.append(_torch.require_torch().from_numpy(array) if ref.tensor else array)
+    # Every array's base is `region` (a tensor keeps its array), so it dies with the last.
     weakref.finalize(region, on_drop, encoded.segment_name)
     return tree.join(encoded.structure, arrays)

@@ -1,8 +1,8 @@
 """Split a batch into its structure and its array leaves, and join them back.
 
 Plain containers (list, tuple, dict, namedtuple, copyable mutable mappings) are walked; NumPy
-arrays without Python objects become numbered slots; anything else stays in the structure and
-travels pickled with the message.
+arrays without Python objects (and, on request, CPU torch tensors that NumPy can view) become
+numbered slots; anything else stays in the structure and travels pickled with the message.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import copy
 from typing import Any
 
 import numpy as np
+
+from .._compat import torch as _torch
 
 
 class Slot:
@@ -33,10 +35,15 @@ def is_array_leaf(value: Any) -> bool:
     return type(value) is np.ndarray and not value.dtype.hasobject
 
 
-def split(batch: Any) -> tuple[Any, list[np.ndarray]]:
-    """(structure with Slots in place of arrays, the arrays in slot order)."""
-    leaves: list[np.ndarray] = []
-    return _split(batch, leaves), leaves
+def is_array_or_tensor_leaf(value: Any) -> bool:
+    return is_array_leaf(value) or _torch.as_shareable_array(value) is not None
+
+
+def split(batch: Any, *, tensors: bool = False) -> tuple[Any, list[Any]]:
+    """(structure with Slots in place of arrays, the arrays in slot order). With ``tensors``,
+    CPU torch tensors that NumPy can view are leaves too (returned as the tensors)."""
+    leaves: list[Any] = []
+    return _split(batch, (leaves, is_array_or_tensor_leaf if tensors else is_array_leaf)), leaves
 
 
 def join(structure: Any, arrays: list[np.ndarray]) -> Any:
@@ -46,11 +53,12 @@ def join(structure: Any, arrays: list[np.ndarray]) -> Any:
 
 # Module-level recursion on purpose: a recursive closure is a reference cycle, which would keep
 # the batch's arrays (and so their shared memory) alive until the cyclic GC happens to run.
-def _split(value: Any, leaves: list[np.ndarray]) -> Any:
-    if is_array_leaf(value):
+def _split(value: Any, context: tuple[list[Any], Any]) -> Any:
+    leaves, is_leaf = context
+    if is_leaf(value):
         leaves.append(value)
         return Slot(len(leaves) - 1)
-    return _map_container(value, _split, leaves)
+    return _map_container(value, _split, context)
 
 
 def _join(value: Any, arrays: list[np.ndarray]) -> Any:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _sample_rng, _seed, stats
+from .._compat import torch as _torch
 from .._fetch import make_fetcher
 from .._ipc import messages
 from .._ipc.batch_codec import encode
@@ -64,6 +65,8 @@ class _Worker:
         self.init_error: BaseException | None = None
         self.stream_error: BaseException | None = None
         self.fetcher: Any = None
+        # Before seeding and worker_init_fn, as in torch's workers (worker_init_fn may raise it).
+        _torch.when_imported(_torch.limit_threads)
         seed = _seed.seed_worker(config.base_seed, config.worker_id)
         set_worker_info(WorkerInfo(config.worker_id, config.num_workers, seed, config.dataset))
         try:

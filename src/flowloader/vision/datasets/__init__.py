@@ -1,6 +1,8 @@
-"""torchvision-compatible datasets: MNIST, FashionMNIST, DatasetFolder, ImageFolder, FakeData."""
+"""torchvision-compatible datasets: MNIST, FashionMNIST, CIFAR10, CIFAR100, DatasetFolder,
+ImageFolder, FakeData."""
 
-from .fake import FakeData, make_image_folder, make_mnist
+from .cifar import CIFAR10, CIFAR100
+from .fake import FakeData, make_cifar, make_image_folder, make_mnist
 from .folder import (
     IMG_EXTENSIONS,
     DatasetFolder,
@@ -14,6 +16,8 @@ from .mnist import MNIST, FashionMNIST
 from .vision import StandardTransform, VisionDataset
 
 __all__ = [
+    "CIFAR10",
+    "CIFAR100",
     "IMG_EXTENSIONS",
     "MNIST",
     "DatasetFolder",
@@ -25,6 +29,7 @@ __all__ = [
     "default_loader",
     "find_classes",
     "has_file_allowed_extension",
+    "make_cifar",
     "make_dataset",
     "make_image_folder",
     "make_mnist",

@@ -1,10 +1,12 @@
-"""FakeData, and writers of small real-format sample data (MNIST IDX files, an ImageFolder of
-JPEGs) for tests, examples and the CLI, since nothing can be downloaded at run time here."""
+"""FakeData, and writers of small real-format sample data (MNIST IDX files, CIFAR batch
+pickles, an ImageFolder of JPEGs) for tests, examples and the CLI, since nothing can be
+downloaded at run time here."""
 
 from __future__ import annotations
 
 import gzip
 import os
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -139,3 +141,68 @@ def make_image_folder(
             if progress is not None:
                 progress(written, total)
     return root
+
+
+CIFAR10_CLASSES = (
+    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
+)  # fmt: skip
+
+
+def cifar_images(rng: np.random.Generator, labels: np.ndarray) -> np.ndarray:
+    """(N, 32, 32, 3) uint8 images: noise plus a patch whose colour and place follow the label
+    (something a small network can learn)."""
+    images = rng.integers(0, 96, (len(labels), 32, 32, 3), dtype=np.uint8)
+    palette = np.random.default_rng(1234).integers(96, 256, (100, 3), dtype=np.uint8)
+    for label in np.unique(labels):
+        row, column = (label % 4) * 5, (label // 4 % 4) * 5
+        images[labels == label, row : row + 16, column : column + 16] = palette[label]
+    return images
+
+
+def make_cifar(
+    root: str, cifar100: bool = False, train_size: int = 5000, test_size: int = 1000, seed: int = 0
+) -> str:
+    """Write CIFAR-10 (or CIFAR-100) batch files in the real format, pickles of dicts with
+    (N, 3072) uint8 planes, under ``root/cifar-10-batches-py`` (``root/cifar-100-python``);
+    returns that folder. CIFAR-10's training images are spread over its five batch files."""
+    folder = os.path.join(root, "cifar-100-python" if cifar100 else "cifar-10-batches-py")
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    classes = 100 if cifar100 else 10
+    if cifar100:
+        splits = [("train", train_size), ("test", test_size)]
+    else:
+        bounds = np.linspace(0, train_size, 6).astype(int)
+        splits = [(f"data_batch_{i + 1}", int(bounds[i + 1] - bounds[i])) for i in range(5)]
+        splits.append(("test_batch", test_size))
+    for name, count in splits:
+        labels = rng.integers(0, classes, count)
+        planes = cifar_images(rng, labels).transpose(0, 3, 1, 2).reshape(count, 3 * 32 * 32)
+        entry: dict[str, Any] = {
+            "batch_label": f"{name} (flowloader sample data)",
+            "data": np.ascontiguousarray(planes),
+            "filenames": [f"{name}_{i:05d}.png" for i in range(count)],
+        }
+        if cifar100:
+            entry["fine_labels"] = labels.tolist()
+            entry["coarse_labels"] = (labels // 5).tolist()
+        else:
+            entry["labels"] = labels.tolist()
+        _write_pickle(os.path.join(folder, name), entry)
+    if cifar100:
+        meta: dict[str, Any] = {
+            "fine_label_names": [f"fine_{i:03d}" for i in range(100)],
+            "coarse_label_names": [f"coarse_{i:02d}" for i in range(20)],
+        }
+        _write_pickle(os.path.join(folder, "meta"), meta)
+    else:
+        meta = {"label_names": list(CIFAR10_CLASSES), "num_cases_per_batch": 10000,
+                "num_vis": 3072}  # fmt: skip
+        _write_pickle(os.path.join(folder, "batches.meta"), meta)
+    return folder
+
+
+def _write_pickle(path: str, entry: dict[str, Any]) -> None:
+    with open(path + ".part", "wb") as out:
+        pickle.dump(entry, out, protocol=2)  # the protocol of the real (Python 2) files
+    os.replace(path + ".part", path)

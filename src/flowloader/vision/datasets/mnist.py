@@ -1,9 +1,8 @@
 """MNIST and FashionMNIST with torchvision's layout and API, plus a batch fast path.
 
 Files live in ``root/<ClassName>/raw/`` as ``train-images-idx3-ubyte`` etc., unpacked or as
-``.gz``. ``__getitems__`` gathers a whole batch with one NumPy indexing operation and, when the
-transform is a batch-capable ``Compose``, transforms the batch at once; the result is
-bit-identical to the per-sample path.
+``.gz``. The batch path is :class:`ArrayImageDataset`'s (one gather, the transform over the
+whole batch).
 """
 
 from __future__ import annotations
@@ -12,22 +11,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
-from PIL import Image
 
-from flowloader import stats
-from flowloader._sample_rng import load_one_by_one
-from flowloader.collate import CollatedSamples
-
-from ..transforms.batch import apply_batch, batch_capable
+from .array_images import ArrayImageDataset
 from .idx import IDXError, read_image_file, read_label_file
 from .utils import URLError, check_integrity, download_and_extract_archive
-from .vision import VisionDataset
 
 
-class MNIST(VisionDataset):
+class MNIST(ArrayImageDataset):
     """The MNIST digits: 60,000 training and 10,000 test images of 28x28, labels 0-9.
 
     ``data`` is a uint8 array (N, 28, 28) and ``targets`` an int64 array (N,). A sample is a
@@ -123,35 +116,8 @@ class MNIST(VisionDataset):
             else:
                 raise RuntimeError(f"Error downloading {filename}:\n" + "\n".join(errors))
 
-    def __getitem__(self, index: int) -> tuple[Any, Any]:
-        image = Image.fromarray(self.data[index], mode="L")
-        target = int(self.targets[index])
-        with stats.stage("transform"):
-            if self.transform is not None:
-                image = self.transform(image)
-            if self.target_transform is not None:
-                target = self.target_transform(target)
-        return image, target
-
-    def __getitems__(self, indices: list[int]) -> Any:
-        """A batch: one gather, then the transform over the whole batch when it can."""
-        if (
-            type(self).__getitem__ is not MNIST.__getitem__  # a subclass's own samples
-            or self.target_transform is not None
-            or not batch_capable(self.transform)
-        ):
-            return load_one_by_one(self, indices)
-        pixels = self.data[np.asarray(indices, dtype=np.int64)]
-        with stats.stage("transform"):
-            images = apply_batch(self.transform, pixels, indices)
-        targets = self.targets[indices]
-        return CollatedSamples((images, targets), lambda i: (images[i], int(targets[i])))
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def extra_repr(self) -> str:
-        return f"Split: {'Train' if self.train else 'Test'}"
+    def label_array(self) -> np.ndarray:
+        return self.targets
 
 
 class FashionMNIST(MNIST):

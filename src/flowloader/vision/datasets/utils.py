@@ -7,6 +7,7 @@ import hashlib
 import os
 import shutil
 import sys
+import tarfile
 import urllib.error
 import urllib.request
 
@@ -80,20 +81,65 @@ def extract_gzip(path: str, remove_finished: bool = False) -> str:
     return target
 
 
+class UnsafeArchiveError(ValueError):
+    """An archive member would land outside the folder it is extracted into."""
+
+
+def _check_member(member: tarfile.TarInfo, root: str, archive: str) -> None:
+    """Refuse a member that escapes ``root``: an absolute or ``..`` path, a link pointing
+    outside, or a device or FIFO (a dataset archive holds files and folders)."""
+    target = os.path.realpath(os.path.join(root, member.name))
+    problem = None
+    if os.path.isabs(member.name) or os.path.commonpath([root, target]) != root:
+        problem = "its path leads outside the extraction folder"
+    elif member.issym() or member.islnk():
+        base = os.path.dirname(target) if member.issym() else root
+        link = os.path.realpath(os.path.join(base, member.linkname))
+        if os.path.isabs(member.linkname) or os.path.commonpath([root, link]) != root:
+            problem = f"it links to {member.linkname!r}, outside the extraction folder"
+    elif not (member.isfile() or member.isdir()):
+        problem = "it is a device or FIFO, not a file or folder"
+    if problem:
+        raise UnsafeArchiveError(
+            f"{archive}: refusing to extract member {member.name!r}: {problem} ({root})"
+        )
+
+
+def extract_tar(path: str, to_path: str) -> str:
+    """Extract the tar archive ``path`` (plain, .gz, .bz2 or .xz) into ``to_path``; every
+    member is checked first, so a crafted archive writes nothing outside ``to_path``."""
+    root = os.path.realpath(to_path)
+    os.makedirs(root, exist_ok=True)
+    with tarfile.open(path) as archive:
+        members = archive.getmembers()
+        for member in members:
+            _check_member(member, root, path)
+        if hasattr(tarfile, "data_filter"):  # Python's own guard too, where it has one
+            archive.extractall(root, members, filter="data")
+        else:  # pragma: no cover - Python < 3.10.12
+            archive.extractall(root, members)
+    return to_path
+
+
 def download_and_extract_archive(
     url: str, download_root: str, filename: str | None = None, md5: str | None = None
 ) -> str:
-    """Download, check, and unpack a ``.gz`` file (other files are left as they are)."""
+    """Download, check, and unpack a tar archive (into ``download_root``) or a ``.gz`` file
+    (next to it); other files are left as they are. Returns the unpacked path."""
     path = download_url(url, download_root, filename, md5)
+    if tarfile.is_tarfile(path):
+        return extract_tar(path, download_root)
     return extract_gzip(path) if path.endswith(".gz") else path
 
 
 __all__ = [
     "URLError",
+    "UnsafeArchiveError",
     "calculate_md5",
     "check_integrity",
     "download_and_extract_archive",
     "download_url",
     "extract_gzip",
+    "extract_tar",
 ]
 URLError = urllib.error.URLError

@@ -1,0 +1,61 @@
+"""A dataset whose images all live in one uint8 array (MNIST, CIFAR), with a batch fast path.
+
+``__getitem__`` is torchvision's: a PIL image from ``data[i]``, then the transforms.
+``__getitems__`` gathers a whole batch with one NumPy indexing operation and, when the
+transform is a batch-capable ``Compose``, transforms the batch at once; the result is
+bit-identical to the per-sample path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from flowloader import stats
+from flowloader._sample_rng import load_one_by_one
+from flowloader.collate import CollatedSamples
+
+from ..transforms.batch import apply_batch, batch_capable
+from .vision import VisionDataset
+
+
+class ArrayImageDataset(VisionDataset):
+    """Images in ``data`` (N, H, W) or (N, H, W, C) uint8, labels from :meth:`label_array`."""
+
+    data: np.ndarray
+
+    def label_array(self) -> np.ndarray:
+        """The int64 labels, one per image (subclasses say where they keep them)."""
+        raise NotImplementedError
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        image = Image.fromarray(self.data[index])
+        target = int(self.label_array()[index])
+        with stats.stage("transform"):
+            if self.transform is not None:
+                image = self.transform(image)
+            if self.target_transform is not None:
+                target = self.target_transform(target)
+        return image, target
+
+    def __getitems__(self, indices: list[int]) -> Any:
+        """A batch: one gather, then the transform over the whole batch when it can."""
+        if (
+            type(self).__getitem__ is not ArrayImageDataset.__getitem__  # a subclass's samples
+            or self.target_transform is not None
+            or not batch_capable(self.transform)
+        ):
+            return load_one_by_one(self, indices)
+        pixels = self.data[np.asarray(indices, dtype=np.int64)]
+        with stats.stage("transform"):
+            images = apply_batch(self.transform, pixels, indices)
+        targets = self.label_array()[indices]
+        return CollatedSamples((images, targets), lambda i: (images[i], int(targets[i])))
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def extra_repr(self) -> str:
+        return f"Split: {'Train' if getattr(self, 'train', True) else 'Test'}"
