@@ -111,3 +111,56 @@ class Stopwatch:
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self.start
+
+
+def throughput_record(
+    pipeline: str, workers: int, results: dict[str, list[tuple[float, float]]]
+) -> dict[str, Any]:
+    """Medians of (samples/s, CPU s per 1,000 samples) runs per library, and their ratio."""
+    record: dict[str, Any] = {"pipeline": pipeline, "num_workers": workers, "runs": results}
+    for library, values in results.items():
+        record[f"{library}_samples_per_s"] = median([v[0] for v in values])
+        record[f"{library}_cpu_s_per_1000"] = median([v[1] for v in values])
+    record["ratio"] = record["flowloader_samples_per_s"] / record["torch_samples_per_s"]
+    return record
+
+
+def throughput_table(records: list[dict], first_column: str = "pipeline") -> str:
+    """A Markdown table of side-by-side samples/s and CPU seconds per 1,000 samples."""
+    rows = "\n".join(
+        f"| {r['pipeline']} | {r['num_workers']} | {r['flowloader_samples_per_s']:,.0f} | "
+        f"{r['torch_samples_per_s']:,.0f} | **{r['ratio']:.2f}x** | "
+        f"{r['flowloader_cpu_s_per_1000']:.2f} | {r['torch_cpu_s_per_1000']:.2f} |"
+        for r in records
+    )
+    return (
+        f"| {first_column} | num_workers | flowloader samples/s | torch samples/s | ratio | "
+        "flowloader CPU s / 1000 | torch CPU s / 1000 |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n" + rows
+    )
+
+
+def print_throughput(records: list[dict]) -> None:
+    """One line per record of :func:`throughput_table`'s figures."""
+    for r in records:
+        print(
+            f"{r['pipeline']}, num_workers={r['num_workers']}: "
+            f"flowloader {r['flowloader_samples_per_s']:,.0f}/s "
+            f"({r['flowloader_cpu_s_per_1000']:.2f} CPU s per 1000), "
+            f"torch {r['torch_samples_per_s']:,.0f}/s ({r['torch_cpu_s_per_1000']:.2f}): "
+            f"{r['ratio']:.2f}x"
+        )
+
+
+def epochs_table(measure: Callable[[int, int], dict[str, list[float]]], runs: int) -> str:
+    """A Markdown table of median samples/s at 0 and 2 workers; ``measure(workers, runs)``
+    returns each loader's samples/s over ``runs`` interleaved epochs."""
+    lines = [
+        "| num_workers | flowloader samples/s | torch samples/s | ratio |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    for workers in (0, 2):
+        results = measure(workers, runs)
+        ours, theirs = median(results["flowloader"]), median(results["torch"])
+        lines.append(f"| {workers} | {ours:,.0f} | {theirs:,.0f} | **{ours / theirs:.1f}x** |")
+    return "\n".join(lines)

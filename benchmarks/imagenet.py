@@ -14,7 +14,13 @@ import argparse
 import resource
 import time
 
-from .common import environment, median, write_json
+from .common import (
+    environment,
+    print_throughput,
+    throughput_record,
+    throughput_table,
+    write_json,
+)
 
 
 def _cpu_s() -> float:
@@ -115,11 +121,7 @@ def run(workers: int = 2, batches: int = 30, runs: int = 3, large: bool = False)
                     result = measure(library, pipeline, root, workers, batches, uint8)
                 results[library].append(result)
         name = pipeline + (" (uint8 output)" if uint8 else "")
-        record = {"pipeline": name, "num_workers": workers, "runs": results}
-        for library, values in results.items():
-            record[f"{library}_samples_per_s"] = median([v[0] for v in values])
-            record[f"{library}_cpu_s_per_1000"] = median([v[1] for v in values])
-        record["ratio"] = record["flowloader_samples_per_s"] / record["torch_samples_per_s"]
+        record = throughput_record(name, workers, results)
         if pipeline == "imagenet-train" and not uint8 and not large:
             ideal = workers * bare_loop_rate(pipeline, root)
             record["share_of_ideal"] = record["flowloader_samples_per_s"] / ideal
@@ -132,17 +134,7 @@ def section(quick: bool = False, large: bool = False) -> str:
         records = run(batches=1 if quick else 2, runs=1 if quick else 3, large=True)
     else:
         records = run(batches=10 if quick else 30, runs=1 if quick else 3)
-    rows = "\n".join(
-        f"| {r['pipeline']} | {r['num_workers']} | {r['flowloader_samples_per_s']:,.0f} | "
-        f"{r['torch_samples_per_s']:,.0f} | **{r['ratio']:.2f}x** | "
-        f"{r['flowloader_cpu_s_per_1000']:.2f} | {r['torch_cpu_s_per_1000']:.2f} |"
-        for r in records
-    )
-    table = (
-        "| pipeline | num_workers | flowloader samples/s | torch samples/s | ratio | "
-        "flowloader CPU s / 1000 | torch CPU s / 1000 |\n"
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n" + rows
-    )
+    table = throughput_table(records)
     shares = [r for r in records if "share_of_ideal" in r]
     if shares:
         table += (
@@ -165,13 +157,7 @@ def main() -> None:
     for r in records:
         if "share_of_ideal" in r:
             print(f"share of ideal (2 x bare loop): {r['share_of_ideal']:.0%}")
-        print(
-            f"{r['pipeline']}, num_workers={r['num_workers']}: "
-            f"flowloader {r['flowloader_samples_per_s']:,.0f}/s "
-            f"({r['flowloader_cpu_s_per_1000']:.2f} CPU s per 1000), "
-            f"torch {r['torch_samples_per_s']:,.0f}/s ({r['torch_cpu_s_per_1000']:.2f}): "
-            f"{r['ratio']:.2f}x"
-        )
+    print_throughput(records)
     write_json(args.json, records)
 
 

@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 
-from .common import environment, median, report, write_json
+from .common import environment, epochs_table, report, write_json
 
 
 def flowloader_epoch(root: str, workers: int) -> float:
@@ -50,33 +50,31 @@ def _epoch(loader, size: int) -> float:
     return seen / (time.perf_counter() - start)
 
 
-def section(quick: bool = False) -> str:
+DEFAULT_ROOT = os.path.join(tempfile.gettempdir(), "flowloader-bench-mnist")
+
+
+def measure(workers: int, runs: int, root: str = DEFAULT_ROOT) -> dict[str, list[float]]:
+    """Each loader's samples/s over ``runs`` interleaved epochs (writes the data once)."""
     from flowloader.vision.datasets import make_mnist
 
-    root = os.path.join(tempfile.gettempdir(), "flowloader-bench-mnist")
     if not os.path.isdir(os.path.join(root, "MNIST", "raw")):
         make_mnist(root, train_size=60000, test_size=10000)
-    lines = [
-        "| num_workers | flowloader samples/s | torch samples/s | ratio |",
-        "| ---: | ---: | ---: | ---: |",
-    ]
-    for workers in (0, 2):
-        ours, theirs = [], []
-        for _ in range(1 if quick else 3):
-            ours.append(flowloader_epoch(root, workers))
-            theirs.append(torch_epoch(root, workers))
-        a, b = median(ours), median(theirs)
-        lines.append(f"| {workers} | {a:,.0f} | {b:,.0f} | **{a / b:.1f}x** |")
-    return "\n".join(lines)
+    results: dict[str, list[float]] = {"flowloader": [], "torch": []}
+    for _ in range(runs):
+        results["flowloader"].append(flowloader_epoch(root, workers))
+        results["torch"].append(torch_epoch(root, workers))
+    return results
+
+
+def section(quick: bool = False) -> str:
+    return epochs_table(measure, 1 if quick else 3)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="0,2")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument(
-        "--data", default=os.path.join(tempfile.gettempdir(), "flowloader-bench-mnist")
-    )
+    parser.add_argument("--data", default=DEFAULT_ROOT)
     parser.add_argument("--json")
     args = parser.parse_args()
     print(environment())

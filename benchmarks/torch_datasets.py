@@ -17,7 +17,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from .common import environment, median, write_json
+from .common import (
+    environment,
+    print_throughput,
+    throughput_record,
+    throughput_table,
+    write_json,
+)
 from .imagenet import _cpu_s
 
 PIPELINES = ("imagenet-train", "imagenet-val", "custom tensors")
@@ -30,8 +36,9 @@ class TorchTensorDataset:
         import torch
 
         generator = torch.Generator().manual_seed(0)
-        self.images = torch.randint(0, 256, (count, 3, size, size), dtype=torch.uint8,
-                                    generator=generator)
+        self.images = torch.randint(
+            0, 256, (count, 3, size, size), dtype=torch.uint8, generator=generator
+        )
         self.labels = torch.randint(0, 10, (count,), generator=generator)
         self.mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
         self.std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
@@ -91,28 +98,14 @@ def run(workers: tuple[int, ...] = (0, 2), batches: int = 30, runs: int = 3) -> 
             for _ in range(runs):
                 for library in results:
                     results[library].append(measure(library, ds, count, n))
-            record = {"pipeline": pipeline, "num_workers": count, "runs": results}
-            for library, values in results.items():
-                record[f"{library}_samples_per_s"] = median([v[0] for v in values])
-                record[f"{library}_cpu_s_per_1000"] = median([v[1] for v in values])
-            record["ratio"] = record["flowloader_samples_per_s"] / record["torch_samples_per_s"]
+            record = throughput_record(pipeline, count, results)
             records.append(record)
     return records
 
 
 def section(quick: bool = False) -> str:
     records = run(batches=6 if quick else 30, runs=1 if quick else 3)
-    rows = "\n".join(
-        f"| {r['pipeline']} | {r['num_workers']} | {r['flowloader_samples_per_s']:,.0f} | "
-        f"{r['torch_samples_per_s']:,.0f} | **{r['ratio']:.2f}x** | "
-        f"{r['flowloader_cpu_s_per_1000']:.2f} | {r['torch_cpu_s_per_1000']:.2f} |"
-        for r in records
-    )
-    return (
-        "| dataset | num_workers | flowloader samples/s | torch samples/s | ratio | "
-        "flowloader CPU s / 1000 | torch CPU s / 1000 |\n"
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n" + rows
-    )
+    return throughput_table(records, "dataset")
 
 
 def main() -> None:
@@ -125,14 +118,7 @@ def main() -> None:
     print(environment())
     workers = tuple(int(w) for w in args.workers.split(","))
     records = run(workers, args.batches, args.runs)
-    for r in records:
-        print(
-            f"{r['pipeline']}, num_workers={r['num_workers']}: "
-            f"flowloader {r['flowloader_samples_per_s']:,.0f}/s "
-            f"({r['flowloader_cpu_s_per_1000']:.2f} CPU s per 1000), "
-            f"torch {r['torch_samples_per_s']:,.0f}/s ({r['torch_cpu_s_per_1000']:.2f}): "
-            f"{r['ratio']:.2f}x"
-        )
+    print_throughput(records)
     write_json(args.json, records)
 
 

@@ -8,9 +8,9 @@ import pytest
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
-# Scripts that test_torchrun.py launches under torchrun: not test modules, and they import
-# torch.distributed at the top, so --doctest-modules must not import them (torch is optional).
-collect_ignore_glob = ["integration/torchrun_*.py"]
+# Scripts that test_torchrun.py and test_ported_examples.py launch: not test modules, and
+# they import torch at the top, so --doctest-modules must not import them (torch is optional).
+collect_ignore_glob = ["integration/torchrun_*.py", "integration/ported_*.py"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -4,12 +4,10 @@ from a loopback server, safe extraction, and pickles that are refused instead of
 from __future__ import annotations
 
 import hashlib
-import http.server
 import io
 import os
 import pickle
 import tarfile
-import threading
 
 import numpy as np
 import pytest
@@ -21,6 +19,8 @@ from flowloader.vision import transforms as T
 from flowloader.vision.datasets.cifar import CIFARFormatError
 from flowloader.vision.datasets.safe_pickle import UnsafePickleError
 from flowloader.vision.datasets.utils import UnsafeArchiveError, extract_tar
+
+from .serving import serve_directory
 
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.247, 0.243, 0.261)
 CIFAR_TRANSFORM = T.Compose([T.ToTensor(), T.Normalize(MEAN, STD)])
@@ -257,19 +257,8 @@ def cifar_server(tmp_path):
         tar.add(tmp_path / "src" / "cifar-10-batches-py", arcname="cifar-10-batches-py")
     md5 = hashlib.md5(archive.read_bytes()).hexdigest()
 
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, directory=str(served), **kwargs)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/cifar-10-python.tar.gz", md5
-    server.shutdown()
-    server.server_close()
+    with serve_directory(str(served)) as url:
+        yield url + "cifar-10-python.tar.gz", md5
 
 
 def test_download_checks_the_archive_and_unpacks_it(tmp_path, cifar_server, monkeypatch):
@@ -290,3 +279,20 @@ def test_download_with_a_bad_checksum_fails(tmp_path, cifar_server, monkeypatch)
     with pytest.raises(RuntimeError, match="md5 does not match"):
         datasets.CIFAR10(str(tmp_path / "data"), download=True)
     assert not os.path.exists(tmp_path / "data" / "cifar-10-batches-py")
+
+
+@pytest.mark.parametrize("name", ["CIFAR10", "CIFAR100"])
+def test_live_against_torchvision_when_available(cifar_root, name, monkeypatch) -> None:
+    cifar = pytest.importorskip("torchvision.datasets.cifar")
+    # torchvision hashes every file against the real dataset's md5: sample data cannot pass.
+    monkeypatch.setattr(cifar, "check_integrity", lambda path, md5=None: os.path.isfile(path))
+    for train in (True, False):
+        theirs = getattr(cifar, name)(cifar_root, train=train)
+        ours = getattr(datasets, name)(cifar_root, train=train)
+        np.testing.assert_array_equal(ours.data, theirs.data)
+        assert ours.targets == theirs.targets
+        assert ours.classes == theirs.classes
+        assert ours.class_to_idx == theirs.class_to_idx
+        for i in (0, len(ours) - 1):
+            np.testing.assert_array_equal(np.asarray(ours[i][0]), np.asarray(theirs[i][0]))
+            assert ours[i][1] == theirs[i][1]

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import http.server
 import os
-import threading
 
 import numpy as np
 import pytest
@@ -16,6 +14,8 @@ import flowloader as fl
 from flowloader.vision import datasets
 from flowloader.vision import transforms as T
 from flowloader.vision.datasets.idx import IDXError, encode_idx, parse_idx, read_idx
+
+from .serving import serve_directory
 
 MNIST_TRANSFORM = T.Compose([T.ToTensor(), T.Normalize((0.1307,), (0.3081,))])
 
@@ -184,19 +184,8 @@ def mnist_server(tmp_path):
         with open(os.path.join(raw, name), "rb") as f:
             resources.append((name, hashlib.md5(f.read()).hexdigest()))
 
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, directory=raw, **kwargs)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/", resources
-    server.shutdown()
-    server.server_close()
+    with serve_directory(raw) as url:
+        yield url, resources
 
 
 def test_download_from_a_mirror(tmp_path, mnist_server, monkeypatch) -> None:

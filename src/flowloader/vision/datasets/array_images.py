@@ -8,6 +8,8 @@ bit-identical to the per-sample path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,9 +24,46 @@ from .vision import VisionDataset
 
 
 class ArrayImageDataset(VisionDataset):
-    """Images in ``data`` (N, H, W) or (N, H, W, C) uint8, labels from :meth:`label_array`."""
+    """Images in ``data`` (N, H, W) or (N, H, W, C) uint8, labels from :meth:`label_array`.
+
+    Takes torchvision's arguments for such a dataset; a subclass says where its files are
+    (``_check_exists``, ``_folder``), how to fetch them (``download``) and read them
+    (``_load``).
+    """
 
     data: np.ndarray
+
+    def __init__(
+        self,
+        root: str | Path,
+        train: bool = True,
+        transform: Callable | None = None,
+        target_transform: Callable | None = None,
+        download: bool = False,
+    ) -> None:
+        super().__init__(root, transform=transform, target_transform=target_transform)
+        self.train = train
+        if download:
+            self.download()
+        if not self._check_exists():
+            raise RuntimeError(
+                f"Dataset not found or corrupted in {self._folder()}. You can use download=True "
+                "to download it"
+            )
+        self._load()
+
+    def _folder(self) -> str:
+        raise NotImplementedError
+
+    def _check_exists(self) -> bool:
+        raise NotImplementedError
+
+    def download(self) -> None:
+        raise NotImplementedError
+
+    def _load(self) -> None:
+        """Read the split's files into ``data`` and the labels."""
+        raise NotImplementedError
 
     def label_array(self) -> np.ndarray:
         """The int64 labels, one per image (subclasses say where they keep them)."""
@@ -58,4 +97,4 @@ class ArrayImageDataset(VisionDataset):
         return len(self.data)
 
     def extra_repr(self) -> str:
-        return f"Split: {'Train' if getattr(self, 'train', True) else 'Test'}"
+        return f"Split: {'Train' if self.train else 'Test'}"

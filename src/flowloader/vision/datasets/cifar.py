@@ -10,8 +10,7 @@ whole batch).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -55,24 +54,8 @@ class CIFAR10(ArrayImageDataset):
     label_key = "labels"
     num_classes = 10
 
-    def __init__(
-        self,
-        root: str | Path,
-        train: bool = True,
-        transform: Callable | None = None,
-        target_transform: Callable | None = None,
-        download: bool = False,
-    ) -> None:
-        super().__init__(root, transform=transform, target_transform=target_transform)
-        self.train = train
-        if download:
-            self.download()
-        if not self._check_exists():
-            raise RuntimeError(
-                f"Dataset not found or corrupted in {self._folder()}. You can use "
-                "download=True to download it"
-            )
-        files = self.train_list if train else self.test_list
+    def _load(self) -> None:
+        files = self.train_list if self.train else self.test_list
         parts = [self._read_batch(os.path.join(self._folder(), name)) for name, _ in files]
         planes = np.concatenate([pixels for pixels, _ in parts])
         # Stored as (N, 3, 32, 32) planes; kept as contiguous HWC pixels for PIL and gathers.

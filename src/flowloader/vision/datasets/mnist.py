@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -50,22 +48,7 @@ class MNIST(ArrayImageDataset):
         "9 - nine",
     ]
 
-    def __init__(
-        self,
-        root: str | Path,
-        train: bool = True,
-        transform: Callable | None = None,
-        target_transform: Callable | None = None,
-        download: bool = False,
-    ) -> None:
-        super().__init__(root, transform=transform, target_transform=target_transform)
-        self.train = train
-        if download:
-            self.download()
-        if not self._check_exists():
-            raise RuntimeError(
-                f"Dataset not found in {self.raw_folder}. You can use download=True to download it"
-            )
+    def _load(self) -> None:
         self.data, self.targets = self._load_data()
 
     @property
@@ -82,6 +65,9 @@ class MNIST(ArrayImageDataset):
         suffix = "idx3" if kind == "images" else "idx1"
         path = os.path.join(self.raw_folder, f"{split}-{kind}-{suffix}-ubyte")
         return path if os.path.isfile(path) or not os.path.isfile(path + ".gz") else path + ".gz"
+
+    def _folder(self) -> str:
+        return self.raw_folder
 
     def _check_exists(self) -> bool:
         return all(os.path.isfile(self._file(kind)) for kind in ("images", "labels"))
