@@ -32,10 +32,7 @@ SUITES = {
     "imagenet": ("ImageNet pipelines through ImageFolder (issues 5 and 8)", True),
     "imagenet_large": ("ImageNet pipelines on 2048x1536 photographs (issue 8)", True),
     "threads_vs_processes": ("Loader threads or worker processes? (issue 8)", False),
-    "torch_datasets": (
-        "PyTorch users' own datasets through flowloader.DataLoader (issue 12)",
-        True,
-    ),
+    "torch_datasets": ("Torch datasets through flowloader.DataLoader (issue 12)", True),
     "worker_memory": ("Worker memory with two million file paths (issue 4)", False),
     "stats_overhead": ("Cost of the always-on statistics (issue 5)", False),
     "checkpoint_cost": ("Cost of DataLoader.state_dict() (issue 6)", False),
