@@ -166,3 +166,22 @@ def set_two_torch_threads(worker_id: int) -> None:
     import torch
 
     torch.set_num_threads(2)
+
+
+class CrashAt(Failing):
+    """``Failing``, where the samples in ``slow`` take 50 ms: the other worker is still busy
+    with an earlier batch when the crash comes."""
+
+    def __init__(self, how: str, bad: int, slow: tuple[int, ...], n: int = 16) -> None:
+        super().__init__(how, bad, n)
+        self.slow = slow
+
+    def __getitem__(self, i: int):
+        if i in self.slow:
+            time.sleep(0.05)
+        return super().__getitem__(i)
+
+
+def failing_init_in_worker_0(worker_id: int) -> None:
+    if worker_id == 0:
+        raise RuntimeError(f"init failed in {worker_id}")

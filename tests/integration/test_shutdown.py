@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
@@ -109,28 +108,56 @@ def test_persistent_workers_restart_iterable_streams() -> None:
     del persistent
 
 
-def test_workers_exit_when_the_main_process_dies(tmp_path) -> None:
-    script = textwrap.dedent(
-        f"""
-        import os, sys, time
-        sys.path.insert(0, {os.path.dirname(os.path.dirname(__file__))!r})
-        import flowloader as fl
-        from integration.datasets import Arrays
-        it = iter(fl.DataLoader(Arrays(1000, delay_s=0.01), batch_size=2, num_workers=2))
-        next(it)
-        print(" ".join(str(p.pid) for p in it._workers.processes), flush=True)
-        os._exit(0)
-        """
+MAIN_SCRIPT = f"""
+import os, sys, time
+sys.path.insert(0, {os.path.dirname(os.path.dirname(__file__))!r})
+import flowloader as fl
+from integration.datasets import Arrays
+it = iter(fl.DataLoader(Arrays(100000, delay_s=0.01), batch_size=2, num_workers=2,
+                        prefetch_factor=4))
+held = [next(it) for _ in range(5)]  # batches held, more in flight
+print(os.getpid(), " ".join(str(p.pid) for p in it._workers.processes), flush=True)
+if sys.argv[1] == "exit":
+    os._exit(0)
+for batch in it:  # mid-epoch until killed
+    held.append(batch)
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", ["exit", "sigkill", "sigterm", "sigterm-group"])
+def test_workers_clean_up_when_the_main_process_dies(how) -> None:
+    main = subprocess.Popen(
+        [sys.executable, "-c", MAIN_SCRIPT, how],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, for the scheduler-style SIGTERM
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    pids = [int(p) for p in out.stdout.split()]
-    assert len(pids) == 2, out.stderr
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.1)
-    assert not any(_alive(p) for p in pids)
-    for name in shm.list_segments():
-        assert not name.startswith(f"{shm.NAME_PREFIX}{out.stdout.split()[0]}")
+    try:
+        main_pid, *pids = (int(p) for p in main.stdout.readline().split())
+        assert len(pids) == 2, main.stderr.read()
+        time.sleep(0.2)  # mid-epoch
+        if how == "sigkill":
+            os.kill(main_pid, signal.SIGKILL)
+        elif how == "sigterm":
+            os.kill(main_pid, signal.SIGTERM)
+        elif how == "sigterm-group":
+            os.killpg(main_pid, signal.SIGTERM)
+        main.wait(10)
+        deadline = time.monotonic() + 5
+        ours = shm.process_prefix(main_pid)
+        while time.monotonic() < deadline and (
+            any(_alive(p) for p in pids) or shm.list_segments(ours)
+        ):
+            time.sleep(0.05)
+        assert not [p for p in pids if _alive(p)], "workers outlived the main process by 5 s"
+        assert shm.list_segments(ours) == [], "segments left in /dev/shm"
+    finally:
+        if main.poll() is None:
+            main.kill()
+        main.communicate()
 
 
 def _alive(pid: int) -> bool:

@@ -46,7 +46,9 @@ def test_stats_add_up(num_workers) -> None:
 
 
 def test_a_slow_consumer_is_not_input_bound() -> None:
-    iterator = iter(fl.DataLoader(Slow(), batch_size=8, num_workers=2, prefetch_factor=4))
+    # 32 steps of 50 ms: the wait for the workers' start-up (50-100 ms on a loaded machine)
+    # stays well under a tenth of the run.
+    iterator = iter(fl.DataLoader(Slow(), batch_size=2, num_workers=2, prefetch_factor=4))
     for _ in iterator:
         time.sleep(0.05)  # the training step is much slower than loading
     s = iterator.stats()

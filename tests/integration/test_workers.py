@@ -62,15 +62,14 @@ def test_torch_is_seeded_per_worker_when_imported() -> None:
 
 
 def test_pool_of_segments_stays_bounded_when_batches_are_dropped() -> None:
-    from flowloader._ipc import shm
-
     loader = fl.DataLoader(Arrays(800), batch_size=4, num_workers=2)
+    iterator = iter(loader)
+    cache = iterator._workers.cache  # the main process's mapping of every worker segment
     live, created = [], set()
-    for i, _ in enumerate(loader):
+    for i, _ in enumerate(iterator):
         if i % 10 == 9:
-            names = shm.list_segments(shm.process_prefix())
-            live.append(len(names))
-            created.update(names)
+            live.append(len(cache))
+            created.update(cache._segments)
     # 200 batches went through: segments are reused, not made per batch. A worker's working
     # set is what it has in flight, what the consumer holds and releases still in transit.
     assert max(live) <= 12, live

@@ -30,7 +30,7 @@ def pool():
     prefix = f"{shm.process_prefix()}unit_"
     segments = SegmentPool(prefix)
     yield segments
-    segments.close()
+    segments.close(main_gone=True)  # no main process will map what is still in flight
     assert shm.list_segments(prefix) == []
 
 

@@ -85,7 +85,12 @@ def _place_in_arena(arrays: list[np.ndarray], arena: Arena) -> list[int] | None:
 
 
 class SegmentCache:
-    """The main process's mappings of worker segments, opened once and reused."""
+    """The main process's mappings of worker segments, opened once and reused.
+
+    A segment's file is unlinked as soon as it is mapped here: the worker and this process
+    keep sharing the pages through their mappings, and no file is left to leak whichever
+    process dies later.
+    """
 
     def __init__(self) -> None:
         self._segments: dict[str, Segment] = {}
@@ -94,7 +99,11 @@ class SegmentCache:
         segment = self._segments.get(name)
         if segment is None:
             segment = self._segments[name] = Segment.attach(name, capacity)
+            segment.unlink()
         return segment
+
+    def __len__(self) -> int:
+        return len(self._segments)
 
     def forget(self, names: tuple[str, ...]) -> None:
         for name in names:

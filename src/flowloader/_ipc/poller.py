@@ -27,3 +27,9 @@ class Poller:
         """The handles readable (or closed) within ``timeout_s``; None waits indefinitely."""
         timeout_ms = None if timeout_s is None else max(0, int(timeout_s * 1000 + 0.999))
         return [self._by_fd[fd] for fd, _ in self._poll.poll(timeout_ms)]
+
+    def forget(self, handle: Any) -> None:
+        """Stop watching ``handle`` (a dead worker's pipe and sentinel stay readable forever)."""
+        fd = handle if isinstance(handle, int) else handle.fileno()
+        if self._by_fd.pop(fd, None) is not None:
+            self._poll.unregister(fd)

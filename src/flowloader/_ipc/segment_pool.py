@@ -15,7 +15,9 @@ import numpy as np
 from .shm import Segment, aligned
 from .shm import unlink as unlink_segment
 
-MIN_SEGMENT_BYTES = 1 << 20
+# Small batches get small segments: a consumer that holds 10,000 of them holds 10,000
+# segments (no descriptor each, but pages and mappings).
+MIN_SEGMENT_BYTES = 1 << 16
 _GRANULE = 1 << 16
 
 
@@ -102,10 +104,15 @@ class SegmentPool:
     def segment_count(self) -> int:
         return len(self._free) + len(self._busy)
 
-    def close(self) -> None:
-        """Unlink and unmap every segment (mappings the main process holds stay valid)."""
-        for segment in [*self._free, *self._busy.values()]:
+    def close(self, *, main_gone: bool = False) -> None:
+        """Unmap every segment, and unlink the free ones' files. A busy segment holds a batch
+        that is in flight or delivered: the main process unlinks its file once it has mapped
+        it, so its file stays, unless the main process is gone and nobody will map it.
+        (See docs/design/multiprocess.md, "Who unlinks a segment".)"""
+        busy = list(self._busy.values())
+        for segment in [*self._free, *(busy if main_gone else [])]:
             segment.unlink()
+        for segment in [*self._free, *busy]:
             segment.close()
         self._free.clear()
         self._busy.clear()

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import mmap
 import os
+import resource
 import tempfile
+from typing import Any
 
 import numpy as np
 
 from ..errors import SharedMemoryError
+from .mapping import map_shared
 
 DEFAULT_SHM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 NAME_PREFIX = "flowloader_"
@@ -63,27 +65,24 @@ def check_free_space(minimum: int) -> None:
 
 
 class Segment:
-    """One mapped segment. ``array`` is a uint8 view of all of it (keeps the mapping alive)."""
+    """One mapped segment. ``array`` is a uint8 view of all of it; the mapping holds no file
+    descriptor and lasts until the last array viewing ``mapping`` is gone."""
 
-    def __init__(self, name: str, capacity: int, mapping: mmap.mmap) -> None:
+    def __init__(self, name: str, capacity: int, mapping: Any) -> None:
         self.name = name
         self.capacity = capacity
         self.mapping = mapping
         self.array = np.frombuffer(mapping, dtype=np.uint8)
         self.address = self.array.ctypes.data
 
-    @property
-    def path(self) -> str:
-        return os.path.join(shm_dir(), self.name)
-
     @classmethod
     def create(cls, name: str, capacity: int) -> Segment:
         path = os.path.join(shm_dir(), name)
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        fd = _open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR)
         try:
             os.ftruncate(fd, capacity)
             _reserve(fd, capacity, path)
-            mapping = mmap.mmap(fd, capacity)
+            mapping = _map(fd, capacity, path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
@@ -94,9 +93,10 @@ class Segment:
 
     @classmethod
     def attach(cls, name: str, capacity: int) -> Segment:
-        fd = os.open(os.path.join(shm_dir(), name), os.O_RDWR)
+        path = os.path.join(shm_dir(), name)
+        fd = _open(path, os.O_RDWR)
         try:
-            mapping = mmap.mmap(fd, capacity)
+            mapping = _map(fd, capacity, path)
         finally:
             os.close(fd)
         return cls(name, capacity, mapping)
@@ -105,10 +105,48 @@ class Segment:
         unlink(self.name)
 
     def close(self) -> None:
-        """Unmap, unless arrays handed to the user still view it (then it unmaps when they go)."""
-        del self.array
-        with contextlib.suppress(BufferError):
-            self.mapping.close()
+        """Drop our views: the pages are unmapped now, or when the last array handed to the
+        user that views them is gone. Safe to call again (also from a signal handler that
+        interrupts a close)."""
+        self.array = None  # type: ignore[assignment]
+        self.mapping = None
+
+
+def _open(path: str, flags: int) -> int:
+    try:
+        return os.open(path, flags, 0o600)
+    except OSError as error:
+        if error.errno in (errno.EMFILE, errno.ENFILE):
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+            raise SharedMemoryError(
+                f"out of file descriptors opening the shared-memory segment {path} (this "
+                f"process's limit, ulimit -n, is {soft}; flowloader holds none per batch, so "
+                "the rest of the program has them open). Raise the limit (ulimit -n 65536, or "
+                "resource.setrlimit(resource.RLIMIT_NOFILE, ...)) or close files."
+            ) from error
+        raise
+
+
+def _map(fd: int, capacity: int, path: str) -> Any:
+    try:
+        return map_shared(fd, capacity)
+    except OSError as error:
+        if error.errno == errno.ENOMEM:
+            raise SharedMemoryError(
+                f"out of memory mappings mapping {capacity / 2**20:.1f} MiB of {path}: every "
+                "batch held maps one segment, and the kernel allows vm.max_map_count mappings "
+                f"per process ({_max_map_count()}). Hold fewer batches at once (copy the ones "
+                "you keep: np.array(batch)), or raise it: sysctl -w vm.max_map_count=262144."
+            ) from error
+        raise
+
+
+def _max_map_count() -> str:
+    try:
+        with open("/proc/sys/vm/max_map_count") as stream:
+            return stream.read().strip()
+    except OSError:
+        return "unknown"
 
 
 def _reserve(fd: int, capacity: int, path: str) -> None:

@@ -46,6 +46,15 @@ class Dispatcher:
     def deactivate(self, worker: int) -> None:
         self.active[worker] = False
 
+    def abandon(self, worker: int) -> list[int]:
+        """A worker died: stop handing out tasks (to anyone: the epoch ends where its data
+        stops), and drop its outstanding tasks. Returns their task ids, oldest first."""
+        lost = sorted(t for t, (owner, _) in self.outstanding.items() if owner == worker)
+        for task_id in lost:
+            del self.outstanding[task_id]
+        self.active = [False] * self.num_workers
+        return lost
+
     def idle(self) -> bool:
         return not self.outstanding
 

@@ -156,10 +156,13 @@ class WorkerGroup:
         return received, self._settle(sorted(died), received)
 
     def _settle(self, dead: list[int], received: list[Any]) -> list[int]:
-        """Read what dead workers sent before dying (still valid) and reap them."""
+        """Read what dead workers sent before dying (still valid: their batches' segments stay
+        until mapped), reap them, and stop watching them. Each death is reported once."""
         for worker_id in dead:
             self._drain(worker_id, received)
             self.processes[worker_id].join(0.5)  # an EOF can come just before the exit
+            self._poller.forget(self.result_conns[worker_id])
+            self._poller.forget(self.processes[worker_id].sentinel)
         return dead
 
     def _drain(self, worker_id: int, into: list[Any], known_ready: bool = False) -> bool:

@@ -15,11 +15,20 @@ from typing import Any
 from .._ipc import messages
 from .._ipc.batch_codec import decode
 from .._plan import LoadPlan
-from ..errors import LoaderTimeoutError, WorkerCrashedError
+from ..errors import LoaderTimeoutError, SharedMemoryError, WorkerCrashedError
 from .base import NOT_READY, BaseIterator
 from .dispatcher import Dispatcher
 from .lifecycle import WorkerGroup
 from .reorder import ReorderBuffer
+
+
+class _Lost:
+    """In the reorder buffer, in place of a batch that will not come: raise ``error`` there."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
 
 
 class MultiProcessIterator(BaseIterator):
@@ -104,6 +113,8 @@ class MultiProcessIterator(BaseIterator):
                 self._fill()  # releases ride along with the tasks
                 if isinstance(item, messages.Failure):
                     raise item.error.rebuild()
+                if isinstance(item, _Lost):
+                    self._fail(item.error)
                 return item
             if self._dispatcher.idle():
                 self._end_epoch()
@@ -130,12 +141,20 @@ class MultiProcessIterator(BaseIterator):
         self._receive(remaining)
 
     def _receive(self, timeout: float | None) -> None:
-        """Handle the messages that arrive within ``timeout``; fail on a worker's death."""
+        """Handle the messages that arrive within ``timeout``, and any worker's death."""
         received, dead = self._workers.receive(timeout)
         for message in received:
             self._handle(message)
-        if dead:
-            self._fail(self._crash_error(dead[0]))
+        for worker_id in dead:
+            self._lose_worker(worker_id)
+
+    def _lose_worker(self, worker_id: int) -> None:
+        """A worker died. Every batch it finished was read above; the error takes the place of
+        the first batch it lost (or of the next batch to be handed out, if it held none), so
+        every batch before that in sampler order, other workers' included, comes out first."""
+        error = self._crash_error(worker_id)
+        lost = self._dispatcher.abandon(worker_id)
+        self._reorder.add(lost[0] if lost else self._dispatcher.next_task_id, _Lost(error))
 
     def _handle(self, message: Any) -> None:
         if isinstance(message, messages.Ready):
@@ -156,7 +175,11 @@ class MultiProcessIterator(BaseIterator):
             self._stats.worker_cpu_s = sum(
                 cpu - start.get(worker, 0.0) for worker, cpu in self._worker_cpu.items()
             )
-            batch = decode(message.batch, self._workers.cache, self._workers.dropped.append)
+            try:
+                batch = decode(message.batch, self._workers.cache, self._workers.dropped.append)
+            except SharedMemoryError as error:  # out of descriptors or mappings: says which
+                self._workers.send(message.worker_id, messages.Release((name,)))
+                batch = _Lost(error)
             self._reorder.add(message.task_id, batch)
         elif stale:
             return

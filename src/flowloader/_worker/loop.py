@@ -172,13 +172,20 @@ def run_worker(config: WorkerConfig, tasks: Any, results: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     keep_large_allocations()
     watchdog = ParentWatchdog(config.main_pid)
+    results = _ResultPipe(results)
     worker = _Worker(config, results)
+    # SIGTERM (the main process's shutdown, or a scheduler's to the whole group) cleans up
+    # before the process goes, instead of killing it where it stands.
+    results.on_terminate = lambda: _terminate(worker.pool, watchdog)
+    signal.signal(signal.SIGTERM, results.on_sigterm)
     incoming = Poller([tasks])
+    main_gone = stopped = False
     try:
         results.send(messages.Ready(config.worker_id, worker.pid))
         while True:
             if not incoming.ready(PARENT_CHECK_INTERVAL_S):
                 if not watchdog.parent_alive():
+                    main_gone = True
                     return
                 continue
             message = tasks.recv()
@@ -191,8 +198,48 @@ def run_worker(config: WorkerConfig, tasks: Any, results: Any) -> None:
             elif isinstance(message, messages.Resume):
                 worker.restart_stream()
             elif isinstance(message, messages.Stop):
+                stopped = True
                 return
     except (EOFError, BrokenPipeError, ConnectionResetError):
-        return  # the main process closed our pipes: it is gone or shutting down
+        main_gone = True  # the main process closed our pipes: it is gone or shutting down
     finally:
-        worker.pool.close()
+        # Leaving any other way (sys.exit, an exception that is not an Exception...): the
+        # main process maps what is in flight, unless it is gone too.
+        worker.pool.close(main_gone=main_gone or not (stopped or watchdog.parent_alive()))
+
+
+def _terminate(pool: SegmentPool, watchdog: ParentWatchdog) -> None:
+    """On SIGTERM: unlink what nobody will map (everything, if the main process is going
+    too: a scheduler signals the whole process group), then exit at once. Raising SystemExit
+    instead could be swallowed where the signal lands (in a __del__, say)."""
+    try:
+        pool.close(main_gone=not watchdog.settled_alive())
+    finally:
+        os._exit(128 + signal.SIGTERM)
+
+
+class _ResultPipe:
+    """The result pipe, sending whole messages only: a SIGTERM that arrives while a message
+    is being written takes effect after its last byte (half a message would corrupt the pipe
+    for the main process)."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self._sending = False
+        self._terminate_after_send = False
+        self.on_terminate: Callable[[], None] = lambda: os._exit(128 + signal.SIGTERM)
+
+    def send(self, message: Any) -> None:
+        self._sending = True
+        try:
+            self._conn.send(message)
+        finally:
+            self._sending = False
+        if self._terminate_after_send:
+            self.on_terminate()
+
+    def on_sigterm(self, signum: int, frame: Any) -> None:
+        if self._sending:
+            self._terminate_after_send = True
+        else:
+            self.on_terminate()

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
+
+# How long a worker that is exiting waits to see whether the main process is exiting too (a
+# SIGTERM sent to the whole process group reaches both at once).
+SETTLE_S = 0.05
 
 
 class ParentWatchdog:
@@ -27,3 +32,13 @@ class ParentWatchdog:
         except PermissionError:
             return True
         return True
+
+    def settled_alive(self, settle_s: float = SETTLE_S) -> bool:
+        """Whether the main process is still alive after up to ``settle_s`` of watching: for a
+        worker on its way out, which must clean up alone if the main process is dying too."""
+        deadline = time.monotonic() + settle_s
+        while self.parent_alive():
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(0.02)
+        return False
