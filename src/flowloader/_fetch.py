@@ -10,32 +10,69 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import _sample_rng, stats
+from ._skip import SkippedSample, skipped_from
+
+
+class EmptyBatch(Exception):
+    """Every sample of the task was skipped (``skip_errors``): nothing to hand out."""
 
 
 class MapFetcher:
     """Map-style datasets: with auto-collation, one ``__getitems__`` call per batch when the
-    dataset defines it, else ``dataset[i]`` per index; then ``collate_fn``."""
+    dataset defines it, else ``dataset[i]`` per index; then ``collate_fn``.
 
-    def __init__(self, dataset: Any, auto_collation: bool, collate_fn: Callable[[Any], Any]):
+    A sample whose load raises one of ``skip`` is dropped and recorded in ``skipped`` (for
+    the last fetch); a batch path that raises one loads its batch again sample by sample, so
+    one bad sample does not take the batch with it.
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        auto_collation: bool,
+        collate_fn: Callable[[Any], Any],
+        skip: tuple[type[Exception], ...] = (),
+    ):
         self.dataset = dataset
         self.auto_collation = auto_collation
         self.collate_fn = collate_fn
+        self.skip = skip
+        self.skipped: list[SkippedSample] = []
         getitems = getattr(dataset, "__getitems__", None)
         self._getitems = getitems if getitems else None
 
     def fetch(self, index: Any) -> Any:
         clock = stats.active_clock()
         start = time.perf_counter() if clock is not None else 0.0
+        self.skipped = []
         if not self.auto_collation:
-            _sample_rng.set_index(index)
-            data = self.dataset[index]
+            data = self._load_one(index)
         elif self._getitems is not None:
             _sample_rng.set_index(index)
-            data = self._getitems(index)
+            try:
+                data = self._getitems(index)
+            except self.skip:
+                data = self._load_one_by_one(index)
         else:  # each sample with its own generator (sample_rng)
-            data = _sample_rng.load_one_by_one(self.dataset, index)
+            data = self._load_one_by_one(index)
         _sample_rng.set_index(None)
+        if self.skipped and not data:
+            raise EmptyBatch
         return _collate_timed(self.collate_fn, data, clock, start)
+
+    def _load_one(self, index: Any) -> Any:
+        _sample_rng.set_index(index)
+        try:
+            return self.dataset[index]
+        except self.skip as error:
+            self.skipped.append(skipped_from(error, index, self.dataset))
+            raise EmptyBatch from None
+
+    def _load_one_by_one(self, indices: Any) -> list[Any]:
+        failed: list[tuple[int, Exception]] = []
+        data = _sample_rng.load_one_by_one(self.dataset, indices, self.skip, failed)
+        self.skipped.extend(skipped_from(error, i, self.dataset) for i, error in failed)
+        return data
 
 
 class IterableFetcher:
@@ -45,29 +82,59 @@ class IterableFetcher:
     """
 
     def __init__(
-        self, dataset: Any, auto_collation: bool, collate_fn: Callable[[Any], Any], drop_last: bool
+        self,
+        dataset: Any,
+        auto_collation: bool,
+        collate_fn: Callable[[Any], Any],
+        drop_last: bool,
+        skip: tuple[type[Exception], ...] = (),
+        stream: str = "the stream",
     ):
         self.dataset_iter: Iterator[Any] = iter(dataset)
+        self.stream = stream  # how skip reports name this stream
         self.auto_collation = auto_collation
         self.collate_fn = collate_fn
         self.drop_last = drop_last
         self.ended = False
+        self.skip = skip
+        self.skipped: list[SkippedSample] = []
+        self._drawn = 0  # items taken from the stream, skipped ones included
 
     def fetch(self, index: Any) -> Any:
         if self.ended:
             raise StopIteration
+        self.skipped = []
         if not self.auto_collation:
-            return self.collate_fn(next(self.dataset_iter))
+            found, sample = self._next_sample()
+            if not found:
+                raise EmptyBatch
+            return self.collate_fn(sample)
         samples = []
         for _ in index:
             try:
-                samples.append(next(self.dataset_iter))
+                found, sample = self._next_sample()
             except StopIteration:
                 self.ended = True
                 break
+            if found:
+                samples.append(sample)
+        if not samples and self.skipped and not self.ended:
+            raise EmptyBatch
         if not samples or (self.drop_last and len(samples) < len(index)):
             raise StopIteration
         return self.collate_fn(samples)
+
+    def _next_sample(self) -> tuple[bool, Any]:
+        """(True, the stream's next item), or (False, None) if it raised one of ``skip`` (a
+        generator ends there; an iterator object may go on)."""
+        position = self._drawn
+        self._drawn += 1
+        try:
+            return True, next(self.dataset_iter)
+        except self.skip as error:
+            where = f"item {position} of {self.stream}"
+            self.skipped.append(skipped_from(error, None, None, where))
+            return False, None
 
 
 def _collate_timed(
@@ -89,8 +156,10 @@ def make_fetcher(
     auto_collation: bool,
     collate_fn: Callable[[Any], Any],
     drop_last: bool,
+    skip: tuple[type[Exception], ...] = (),
+    stream: str = "the stream",
 ) -> MapFetcher | IterableFetcher:
     """The fetcher for this dataset kind (an iterable fetcher starts the dataset's iterator)."""
     if iterable:
-        return IterableFetcher(dataset, auto_collation, collate_fn, drop_last)
-    return MapFetcher(dataset, auto_collation, collate_fn)
+        return IterableFetcher(dataset, auto_collation, collate_fn, drop_last, skip, stream)
+    return MapFetcher(dataset, auto_collation, collate_fn, skip)

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _seed
 from ._output import check_output
+from ._skip import check_policy
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler, _InfiniteConstantSampler
@@ -46,6 +47,8 @@ class LoadPlan:
     pin_memory_device: str
     in_order: bool
     output: str = "numpy"
+    skip_errors: tuple[type[Exception], ...] = ()
+    max_skipped: int | float | None = None
 
     @property
     def auto_collation(self) -> bool:
@@ -155,10 +158,13 @@ def resolve(
     pin_memory_device: str = "",
     in_order: bool = True,
     output: str = "numpy",
+    skip_errors: Any = None,
+    max_skipped: int | float | None = None,
 ) -> LoadPlan:
     """Validate DataLoader's arguments (PyTorch's rules and order) and build the plan."""
     prefetch_factor = _check_workers(num_workers, timeout, prefetch_factor, persistent_workers)
     check_output(output)
+    skip_types = check_policy(skip_errors, max_skipped)
     context = resolve_context(multiprocessing_context, num_workers)
     generator = _seed.resolve_generator(generator)
 
@@ -214,6 +220,8 @@ def resolve(
         pin_memory_device=pin_memory_device,
         in_order=in_order,
         output=output,
+        skip_errors=skip_types,
+        max_skipped=max_skipped,
     )
 
 

@@ -50,14 +50,24 @@ class sample_context:
         set_index(self.previous)
 
 
-def load_one_by_one(dataset: Any, indices: Sequence[int]) -> list[Any]:
+def load_one_by_one(
+    dataset: Any,
+    indices: Sequence[int],
+    skip: tuple[type[Exception], ...] = (),
+    skipped: list[tuple[int, Exception]] | None = None,
+) -> list[Any]:
     """``[dataset[i] for i in indices]``, each load with sample ``i``'s own generator: what a
-    batch path falls back to when it cannot take the batch whole."""
+    batch path falls back to when it cannot take the batch whole. A load that raises one of
+    ``skip`` is left out and appended to ``skipped`` as (index, error)."""
     samples = []
     with sample_context(None):
         for i in indices:
             set_index(i)
-            samples.append(dataset[i])
+            try:
+                samples.append(dataset[i])
+            except skip as error:
+                assert skipped is not None
+                skipped.append((i, error))
     return samples
 
 

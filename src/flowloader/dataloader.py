@@ -40,6 +40,12 @@ class DataLoader(Generic[T_co]):
     int seed, a ``numpy.random.Generator``, a ``torch.Generator`` or None. Our addition
     ``output="torch"`` hands out torch tensors sharing the arrays' memory (and makes
     ``pin_memory=True`` pin them where CUDA is available); ``output="jax"`` JAX arrays.
+
+    ``skip_errors`` (an exception type or a tuple of them; ``Exception`` for all) drops the
+    samples whose loading raises one of them from their batch, with a warning and a record
+    in ``iterator.stats().skipped``; ``max_skipped`` caps them (a count, or a fraction of the
+    samples seen so far), past which ``TooManySkippedError`` lists them. Batches stay the same
+    for any ``num_workers``, and resuming from ``state_dict()`` stays exact.
     """
 
     _initialized = False
@@ -65,6 +71,8 @@ class DataLoader(Generic[T_co]):
         pin_memory_device: str = "",
         in_order: bool = True,
         output: str = "numpy",
+        skip_errors: type[Exception] | tuple[type[Exception], ...] | None = None,
+        max_skipped: int | float | None = None,
     ) -> None:
         plan = _plan.resolve(
             dataset,
@@ -85,6 +93,8 @@ class DataLoader(Generic[T_co]):
             pin_memory_device=pin_memory_device,
             in_order=in_order,
             output=output,
+            skip_errors=skip_errors,
+            max_skipped=max_skipped,
         )
         for field, attribute in _PLAN_ATTRIBUTES.items():
             object.__setattr__(self, attribute, getattr(plan, field))

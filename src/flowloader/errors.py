@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["LoaderTimeoutError", "SharedMemoryError", "WorkerCrashedError", "WorkerError"]
+__all__ = [
+    "LoaderTimeoutError",
+    "SharedMemoryError",
+    "SkippedSampleWarning",
+    "TooManySkippedError",
+    "WorkerCrashedError",
+    "WorkerError",
+]
 
 
 class WorkerError(RuntimeError):
@@ -19,3 +26,19 @@ class LoaderTimeoutError(RuntimeError):
 
 class SharedMemoryError(RuntimeError):
     """Shared memory (``/dev/shm``) is too small for the batches in flight."""
+
+
+class TooManySkippedError(RuntimeError):
+    """More samples failed to load than the DataLoader's ``max_skipped`` allows; ``skipped``
+    lists them (index, file, error)."""
+
+    def __init__(self, message: str, skipped: list | None = None) -> None:
+        super().__init__(message)
+        self.skipped = skipped or []
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (str(self), self.skipped))
+
+
+class SkippedSampleWarning(UserWarning):
+    """A sample was dropped under the DataLoader's ``skip_errors`` policy."""

@@ -122,6 +122,9 @@ class LoaderStats:
     worker_busy_s: float = 0.0
     worker_cpu_s: float = 0.0
     main_cpu_s: float = 0.0
+    # Samples dropped under the DataLoader's skip_errors policy, in sampler order
+    # (flowloader._skip.SkippedSample: index, path, error).
+    skipped: list = field(default_factory=list)
 
     @property
     def mean_in_flight(self) -> float:
@@ -175,6 +178,7 @@ class LoaderStats:
             total.in_flight_total += part.in_flight_total
             for name, seconds in part.stage_s.items():
                 total.stage_s[name] += seconds
+            total.skipped.extend(part.skipped)
         if parts:
             total.first_batch_s = parts[0].first_batch_s
             total.in_flight = parts[-1].in_flight
@@ -193,4 +197,5 @@ class LoaderStats:
             "data_wait_fraction": self.data_wait_fraction,
             "cores_used": self.cores_used,
             "input_bound": self.input_bound,
+            "skipped": len(self.skipped),
         }

@@ -185,3 +185,51 @@ class CrashAt(Failing):
 def failing_init_in_worker_0(worker_id: int) -> None:
     if worker_id == 0:
         raise RuntimeError(f"init failed in {worker_id}")
+
+
+class SomeBad(fl.Dataset):
+    """Sample i is i as float32, except the ``bad`` ones, whose load raises ValueError (or
+    ``error``); with ``batch_path`` a ``__getitems__`` that fails whole if one is bad."""
+
+    def __init__(self, bad=(3, 4, 5, 11), n: int = 20, error: type = ValueError) -> None:
+        self.bad, self.n, self.error = set(bad), n, error
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        if i in self.bad:
+            raise self.error(f"bad sample {i}")
+        return np.float32(i)
+
+
+class SomeBadBatches(SomeBad):
+    def __getitems__(self, indices):
+        if self.bad.intersection(indices):
+            raise self.error(f"a bad sample among {indices}")
+        return [np.float32(i) for i in indices]
+
+
+class BadItemsStream(fl.IterableDataset):
+    """Items 0..n-1 of a stream split over workers; items in ``bad`` raise, and the stream
+    goes on (an iterator object, not a generator)."""
+
+    def __init__(self, n: int = 24, bad=(2, 9, 10)) -> None:
+        self.n, self.bad = n, set(bad)
+
+    def __iter__(self):
+        return _BadItemsIterator(iter(fl.shard_stream(range(self.n))), self.bad)
+
+
+class _BadItemsIterator:
+    def __init__(self, items, bad) -> None:
+        self.items, self.bad = items, bad
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        item = next(self.items)
+        if item in self.bad:
+            raise ValueError(f"bad item {item}")
+        return np.float32(item)

@@ -1,7 +1,7 @@
 """The protocol between the main process and the workers: small, named, picklable messages.
 
 Main -> worker (on the worker's task pipe): Task, Release, Resume, Stop.
-Worker -> main (on the worker's result pipe): Ready, Result, Failure, StreamEnd.
+Worker -> main (on the worker's result pipe): Ready, Result, Empty, Failure, StreamEnd.
 Array payloads never travel here; a Result names the shared-memory segment that holds them.
 """
 
@@ -71,6 +71,17 @@ class Result(Wire):
     retired_segments: tuple[str, ...] = ()
     stages: dict[str, float] | None = None  # this worker's stage seconds since its last Result
     cpu_s: float = 0.0  # the worker's CPU time so far
+    skipped: tuple[Any, ...] = ()  # SkippedSamples dropped from this batch (skip_errors)
+
+
+@dataclass(frozen=True)
+class Empty(Wire):
+    """Every sample of the batch was skipped (``skip_errors``): nothing to hand out."""
+
+    epoch: int
+    task_id: int
+    worker_id: int
+    skipped: tuple[Any, ...]
 
 
 @dataclass(frozen=True)

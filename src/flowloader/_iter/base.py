@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import _output, _seed, _state, stats
 from .._plan import LoadPlan
+from .._skip import SkipLedger
 from .pinning import PinStage
 
 _END = object()
@@ -68,6 +69,10 @@ class BaseIterator:
             self._resume_position(plan, skip)
         self._length_hint = length_hint
         self._stats = stats.LoaderStats(num_workers=plan.num_workers)
+        # The skip_errors account, kept only where the policy is on (no cost otherwise).
+        self._ledger = SkipLedger(plan.max_skipped) if plan.skip_errors else None
+        if self._ledger is not None:
+            self._stats.skipped = self._ledger.skipped
         self._started_at = time.perf_counter()
         self._cpu_at_start = time.process_time()
         self._batches = 0
@@ -185,6 +190,17 @@ class BaseIterator:
 
     def _next_index(self) -> Any:
         return next(self._sampler_iter)
+
+    def _account(self, indices: Any, skipped: Any) -> None:
+        """Count a batch's samples and its skipped ones, in sampler order (warns; raises
+        TooManySkippedError past the budget)."""
+        if self._ledger is not None:
+            tried = len(indices) if self._plan.auto_collation else 1
+            self._ledger.account(tried, skipped)
+
+    def _pass_over_empty_batch(self) -> None:
+        """A batch whose samples were all skipped: it counts as delivered for resuming."""
+        self.position.batches_yielded += 1
 
     def _warn_if_past_reported_length(self) -> None:
         reported = self._length_hint

@@ -94,6 +94,7 @@ class WorkerGroup:
             segment_prefix=f"{self.prefix}w{worker_id}_",
             main_pid=os.getpid(),
             epoch=epoch,
+            skip_errors=plan.skip_errors,
         )
         process = context.Process(
             target=run_worker,

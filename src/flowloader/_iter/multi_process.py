@@ -31,6 +31,16 @@ class _Lost:
         self.error = error
 
 
+class _Accounted:
+    """In the reorder buffer while skip_errors is on: a batch (or None: all its samples were
+    skipped) with what the budget needs, accounted when its turn comes."""
+
+    __slots__ = ("batch", "indices", "skipped")
+
+    def __init__(self, batch: Any, indices: Any, skipped: tuple[Any, ...]) -> None:
+        self.batch, self.indices, self.skipped = batch, indices, skipped
+
+
 class MultiProcessIterator(BaseIterator):
     """The num_workers > 0 iterator; reusable across epochs when workers are persistent."""
 
@@ -111,6 +121,10 @@ class MultiProcessIterator(BaseIterator):
             found, item = self._reorder.pop()
             if found:
                 self._fill()  # releases ride along with the tasks
+                if isinstance(item, _Accounted):
+                    item = self._accounted(item)
+                    if item is None:
+                        continue
                 if isinstance(item, messages.Failure):
                     raise item.error.rebuild()
                 if isinstance(item, _Lost):
@@ -127,6 +141,16 @@ class MultiProcessIterator(BaseIterator):
                 continue
             self._workers.send_releases()  # about to wait: let no worker wait for segments
             self._collect(deadline)
+
+    def _accounted(self, item: _Accounted) -> Any:
+        """The batch, after counting its skipped samples; None for a batch all skipped."""
+        try:
+            self._account(item.indices, item.skipped)
+        except Exception as error:  # past the skip budget: the epoch ends here
+            self._fail(error)
+        if item.batch is None:
+            self._pass_over_empty_batch()
+        return item.batch
 
     def _end_epoch(self) -> None:
         self._source_exhausted = True
@@ -168,7 +192,7 @@ class MultiProcessIterator(BaseIterator):
                     self._workers.send(message.worker_id, messages.Release((name,)))
                 return
             self._stats.in_flight_total += len(self._dispatcher.outstanding)
-            self._dispatcher.complete(message.task_id)
+            _, indices = self._dispatcher.complete(message.task_id)
             self._absorb_stages(message.stages)
             self._worker_cpu[message.worker_id] = message.cpu_s
             start = self._worker_cpu_at_start
@@ -180,12 +204,17 @@ class MultiProcessIterator(BaseIterator):
             except SharedMemoryError as error:  # out of descriptors or mappings: says which
                 self._workers.send(message.worker_id, messages.Release((name,)))
                 batch = _Lost(error)
+            if self._ledger is not None:
+                batch = _Accounted(batch, indices, message.skipped)
             self._reorder.add(message.task_id, batch)
         elif stale:
             return
         elif isinstance(message, messages.Failure):
             self._dispatcher.complete(message.task_id)
             self._reorder.add(message.task_id, message)
+        elif isinstance(message, messages.Empty):
+            _, indices = self._dispatcher.complete(message.task_id)
+            self._reorder.add(message.task_id, _Accounted(None, indices, message.skipped))
         elif isinstance(message, messages.StreamEnd):
             self._dispatcher.complete(message.task_id)
             self._dispatcher.deactivate(message.worker_id)

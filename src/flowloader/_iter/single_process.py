@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _sample_rng, stats
-from .._fetch import make_fetcher
+from .._fetch import EmptyBatch, make_fetcher
 from .._plan import LoadPlan
 from .base import BaseIterator
 
@@ -33,12 +33,28 @@ class SingleProcessIterator(BaseIterator):
             plan.dataset.load_state_dict(saved)
             self._skip_batches = 0
         self._fetcher = make_fetcher(
-            plan.dataset, plan.iterable, plan.auto_collation, plan.collate_fn, plan.drop_last
+            plan.dataset,
+            plan.iterable,
+            plan.auto_collation,
+            plan.collate_fn,
+            plan.drop_last,
+            plan.skip_errors,
         )
         self._clock = stats.StageClock()
 
     def _next_data(self, wait: bool = True) -> Any:
-        index = self._next_index()
+        while True:
+            index = self._next_index()
+            try:
+                batch = self._fetch(index)
+            except EmptyBatch:  # every sample skipped: account, and go on to the next batch
+                self._account(index, self._fetcher.skipped)
+                self._pass_over_empty_batch()
+                continue
+            self._account(index, self._fetcher.skipped)
+            return batch
+
+    def _fetch(self, index: Any) -> Any:
         previous = stats.set_clock(self._clock if stats.enabled else None)
         _sample_rng.set_epoch_seed(self._base_seed)
         try:

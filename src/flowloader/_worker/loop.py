@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import _sample_rng, _seed, stats
 from .._compat import torch as _torch
-from .._fetch import make_fetcher
+from .._fetch import EmptyBatch, make_fetcher
 from .._ipc import messages
 from .._ipc.batch_codec import encode
 from .._ipc.poller import Poller
@@ -49,6 +49,7 @@ class WorkerConfig:
     segment_prefix: str
     main_pid: int
     epoch: int
+    skip_errors: tuple[type[Exception], ...] = ()
 
 
 class _Worker:
@@ -83,7 +84,13 @@ class _Worker:
         c = self.config
         try:
             self.fetcher = make_fetcher(
-                c.dataset, c.iterable, c.auto_collation, c.collate_fn, c.drop_last
+                c.dataset,
+                c.iterable,
+                c.auto_collation,
+                c.collate_fn,
+                c.drop_last,
+                c.skip_errors,
+                f"worker {c.worker_id}'s stream",
             )
             self.stream_error = None
         except Exception as error:
@@ -121,6 +128,12 @@ class _Worker:
         except StopIteration:
             reply: Any = messages.StreamEnd(task.epoch, task.task_id, self.config.worker_id)
             batch = None
+        except EmptyBatch:
+            skipped = tuple(self.fetcher.skipped)
+            reply, batch = (
+                messages.Empty(task.epoch, task.task_id, self.config.worker_id, skipped),
+                None,
+            )
         except Exception as error:
             reply, batch = self.failure(task, error, "while loading"), None
         finally:
@@ -157,6 +170,7 @@ class _Worker:
             self.pool.pop_retired(),
             self._stage_report(),
             time.process_time(),
+            tuple(self.fetcher.skipped),
         )
         try:
             self.results.send(result)
