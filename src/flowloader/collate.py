@@ -198,6 +198,24 @@ def _collate(batch: list[Any], collate_fn_map: dict, path: tuple) -> Any:
 
 
 def _collate_here(batch: list[Any], collate_fn_map: dict, path: tuple) -> Any:
+    try:
+        return _dispatch(batch, collate_fn_map, path)
+    except _Located:
+        raise
+    except (TypeError, AttributeError, ValueError, IndexError, KeyError) as error:
+        # Samples of different kinds at one place (a list where another sample has an int)
+        # fail deep inside NumPy or the rules above; say so instead.
+        kind = type(batch[0])
+        other = next((i for i, sample in enumerate(batch) if type(sample) is not kind), None)
+        if other is None:
+            raise
+        raise CollateTypeError(
+            f"default_collate: batch element 0 is a {kind.__name__} but element {other} is a "
+            f"{type(batch[other]).__name__}; every sample must have the same structure"
+        ) from error
+
+
+def _dispatch(batch: list[Any], collate_fn_map: dict, path: tuple) -> Any:
     elem = batch[0]
     fn = _lookup(elem, collate_fn_map)
     if fn is not None:

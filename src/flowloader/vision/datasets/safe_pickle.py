@@ -4,11 +4,16 @@
 admits only what real dataset pickles hold: dicts, lists, tuples, strings, bytes, numbers and
 NumPy arrays (built through ``numpy``'s own array reconstructor). Any other global, or a
 persistent id, raises :class:`UnsafePickleError` naming the file, before anything is called.
+The opcodes are walked first without building anything, so that a memo index or a declared
+length out of proportion with the file (CPython's unpickler sizes its memo to the largest
+index: 8 bytes could make it allocate 128 MiB) is refused before any allocation.
 """
 
 from __future__ import annotations
 
+import io
 import pickle
+import pickletools
 from typing import Any
 
 import numpy as np
@@ -55,6 +60,22 @@ class _DatasetUnpickler(pickle.Unpickler):
         raise UnsafePickleError(f"{self._path}: refusing a persistent id; not a dataset pickle")
 
 
+_MEMO_PUTS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+
+
+def _check_opcodes(data: bytes, path: str) -> None:
+    """Walk the opcodes (pickletools builds nothing): lengths must fit in the file (genops
+    refuses them otherwise) and memo indices stay below the number of opcodes seen."""
+    for count, (opcode, argument, _) in enumerate(pickletools.genops(data), start=1):
+        if opcode.name == "FRAME" and argument > len(data):
+            raise UnsafePickleError(f"{path}: a frame of {argument} bytes in a smaller file")
+        if opcode.name in _MEMO_PUTS and int(argument) > count:
+            raise UnsafePickleError(
+                f"{path}: refusing memo index {argument} at opcode {count}: no dataset pickle "
+                "has one; the file is corrupt or crafted"
+            )
+
+
 def load(path: str) -> Any:
     """The object pickled in ``path``, built from admitted types only.
 
@@ -62,11 +83,16 @@ def load(path: str) -> Any:
     for a truncated or corrupt one.
     """
     with open(path, "rb") as stream:
-        try:
-            return _DatasetUnpickler(stream, path).load()
-        except UnsafePickleError:
-            raise
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError) as error:
-            raise pickle.UnpicklingError(
-                f"{path}: not a readable dataset pickle (truncated or corrupt): {error}"
-            ) from error
+        data = stream.read()
+    try:
+        _check_opcodes(data, path)
+        return _DatasetUnpickler(io.BytesIO(data), path).load()
+    except UnsafePickleError:
+        raise
+    except (
+        pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
+        OverflowError, MemoryError,
+    ) as error:  # fmt: skip
+        raise pickle.UnpicklingError(
+            f"{path}: not a readable dataset pickle (truncated or corrupt): {error}"
+        ) from error
