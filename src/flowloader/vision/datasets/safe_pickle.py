@@ -30,12 +30,24 @@ def _latin1_bytes(text: str, encoding: str = "latin1") -> bytes:
     return text.encode("latin1")
 
 
+_numpy_reconstruct = np.ndarray.__reduce__(np.empty(0))[0]
+
+
+def _empty_array(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
+    """NumPy's array reconstructor as NumPy's own pickles call it: an empty ndarray, whose
+    contents come with the next opcode (checked against their length by NumPy). Any other
+    call would allocate what the file asks for."""
+    if subtype is not np.ndarray or tuple(shape) != (0,):
+        raise UnsafePickleError(f"refusing numpy _reconstruct({subtype!r}, {shape!r}, ...)")
+    return _numpy_reconstruct(subtype, shape, dtype)
+
+
 # (module, name) -> the object: NumPy's array pickling, under its NumPy 1 and NumPy 2 names,
 # and the bytes constructor of Python 3's protocol-2 pickles.
 _ALLOWED = {
     ("_codecs", "encode"): _latin1_bytes,
-    ("numpy.core.multiarray", "_reconstruct"): np.ndarray.__reduce__(np.empty(0))[0],
-    ("numpy._core.multiarray", "_reconstruct"): np.ndarray.__reduce__(np.empty(0))[0],
+    ("numpy.core.multiarray", "_reconstruct"): _empty_array,
+    ("numpy._core.multiarray", "_reconstruct"): _empty_array,
     ("numpy", "ndarray"): np.ndarray,
     ("numpy", "dtype"): np.dtype,
 }
@@ -87,12 +99,11 @@ def load(path: str) -> Any:
     try:
         _check_opcodes(data, path)
         return _DatasetUnpickler(io.BytesIO(data), path).load()
-    except UnsafePickleError:
-        raise
-    except (
-        pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
-        OverflowError, MemoryError,
-    ) as error:  # fmt: skip
+    except UnsafePickleError as error:
+        if str(error).startswith(path):
+            raise
+        raise UnsafePickleError(f"{path}: {error}") from None
+    except Exception as error:  # only admitted callables run: anything else is bad data
         raise pickle.UnpicklingError(
             f"{path}: not a readable dataset pickle (truncated or corrupt): {error}"
         ) from error
