@@ -18,3 +18,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "torch" in item.keywords and not HAS_TORCH:
             item.add_marker(skip_torch)
+        # (a pytestmark in a conftest.py marks nothing: pytest reads it from test modules)
+        if "integration" in item.path.parts:
+            item.add_marker(pytest.mark.multiprocess)

@@ -24,7 +24,8 @@ def check_output(output: str) -> None:
 
 def pins(output: str, pin_memory: bool) -> bool:
     """Whether batches will be pinned: warns when ``pin_memory=True`` cannot take effect."""
-    if pin_memory and not (output == "torch" and _accelerator()):
+    # Asking for torch output and pinning makes importing torch the user's choice.
+    if pin_memory and not (output == "torch" and _torch.accelerator_available(import_torch=True)):
         warnings.warn(
             "pin_memory=True has no effect: page-locked memory needs output='torch' and an "
             "accelerator (CUDA); "
@@ -48,13 +49,6 @@ def converter(output: str, pinned: bool) -> Callable[[Any], Any] | None:
 
 def _pinned_tensor(leaf: Any) -> Any:
     return _torch.pin(leaf if _torch.is_tensor(leaf) else _torch.to_tensor(leaf))
-
-
-def _accelerator() -> bool:
-    import torch  # the user asked for torch output: importing it is theirs
-
-    del torch
-    return _torch.accelerator_available()
 
 
 def _map_arrays(batch: Any, fn: Callable[[Any], Any], *, tensors: bool = False) -> Any:

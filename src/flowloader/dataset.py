@@ -10,7 +10,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from . import _sample_rng, _seed
-from ._compat import torch as _torch
 
 T_co = TypeVar("T_co", covariant=True)
 T = TypeVar("T")
@@ -84,7 +83,7 @@ class TensorDataset(Dataset[tuple]):
         return tuple(tensor[index] for tensor in self.tensors)
 
     def __len__(self) -> int:
-        return _torch.length(self.tensors[0])
+        return _first_dim(self.tensors[0])
 
 
 class StackDataset(Dataset[Any]):

@@ -12,8 +12,6 @@ import pytest
 
 from flowloader._ipc import shm
 
-pytestmark = pytest.mark.multiprocess
-
 
 def open_fds() -> set[int]:
     return (

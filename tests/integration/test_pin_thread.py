@@ -34,7 +34,7 @@ def pinned_on(monkeypatch) -> list[str]:
         threads.append(threading.current_thread().name)
         return tensor.clone()
 
-    monkeypatch.setattr(torch_bridge, "accelerator_available", lambda: True)
+    monkeypatch.setattr(torch_bridge, "accelerator_available", lambda import_torch=False: True)
     monkeypatch.setattr(torch_bridge, "current_device", lambda: None)
     monkeypatch.setattr(torch_bridge, "pin", fake_pin)
     return threads

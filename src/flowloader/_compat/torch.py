@@ -116,8 +116,9 @@ def stack(tensors: Sequence[Any], allocate: Callable[..., np.ndarray] | None = N
     return torch.stack(list(tensors), 0)
 
 
-def accelerator_available() -> bool:
-    torch = imported_torch()
+def accelerator_available(import_torch: bool = False) -> bool:
+    """Whether CUDA is usable; ``import_torch`` imports torch first if it is not yet."""
+    torch = require_torch() if import_torch else imported_torch()
     return torch is not None and bool(torch.cuda.is_available())
 
 
@@ -150,8 +151,3 @@ def pin_thread_setup(device: int | None) -> None:
     torch.set_num_threads(1)
     if device is not None:
         torch.cuda.set_device(device)
-
-
-def length(obj: Any) -> int:
-    """First-dimension size of an array or tensor."""
-    return int(obj.shape[0])

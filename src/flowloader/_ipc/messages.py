@@ -1,7 +1,7 @@
 """The protocol between the main process and the workers: small, named, picklable messages.
 
 Main -> worker (on the worker's task pipe): Task, Release, Resume, Stop.
-Worker -> main (on the worker's result pipe): Ready, Result, Empty, Failure, StreamEnd.
+Worker -> main (on the worker's result pipe): Result, Empty, Failure, StreamEnd.
 Array payloads never travel here; a Result names the shared-memory segment that holds them.
 """
 
@@ -44,20 +44,10 @@ class Release(Wire):
 class Resume(Wire):
     """A new epoch starts on persistent workers: restart the dataset stream."""
 
-    epoch: int
-
 
 @dataclass(frozen=True)
 class Stop(Wire):
     """Exit the worker loop, release everything and exit."""
-
-
-@dataclass(frozen=True)
-class Ready(Wire):
-    """The worker finished its set-up (seeding, worker_init_fn) and waits for tasks."""
-
-    worker_id: int
-    pid: int
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import itertools
 import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .._ipc import messages, shm
@@ -52,13 +54,13 @@ def describe_exit(exitcode: int | None) -> str:
 class WorkerGroup:
     """The worker processes of one iterator and the main process's ends of their pipes."""
 
-    def __init__(self, plan: LoadPlan, base_seed: int, epoch: int) -> None:
+    def __init__(self, plan: LoadPlan, base_seed: int) -> None:
         shm.check_free_space(MIN_FREE_SHM_BYTES)
         context = plan.multiprocessing_context or default_context()
         self.prefix = f"{shm.process_prefix()}{next(_group_tokens)}_"
         self.cache = SegmentCache()
-        # Names of segments whose batch the consumer dropped; appended by GC finalizers.
-        self.dropped: collections.deque[str] = collections.deque()
+        # (worker id, segment name) of batches the consumer dropped; appended by finalizers.
+        self.dropped: collections.deque[tuple[int, str]] = collections.deque()
         self.pending_releases: dict[int, list[str]] = collections.defaultdict(list)
         self.processes: list[Any] = []
         self.task_conns: list[Any] = []
@@ -66,7 +68,7 @@ class WorkerGroup:
         self.closed = False
         try:
             for worker_id in range(plan.num_workers):
-                self._start_worker(context, plan, worker_id, base_seed, epoch)
+                self._start_worker(context, plan, worker_id, base_seed)
         except BaseException:
             self.shutdown()
             raise
@@ -76,9 +78,7 @@ class WorkerGroup:
         self._poller = Poller([*self.result_conns, *sentinels])
         self._pipe_pollers = [Poller([conn]) for conn in self.result_conns]
 
-    def _start_worker(
-        self, context: Any, plan: LoadPlan, worker_id: int, base_seed: int, epoch: int
-    ) -> None:
+    def _start_worker(self, context: Any, plan: LoadPlan, worker_id: int, base_seed: int) -> None:
         task_reader, task_writer = context.Pipe(duplex=False)
         result_reader, result_writer = context.Pipe(duplex=False)
         config = WorkerConfig(
@@ -93,7 +93,6 @@ class WorkerGroup:
             worker_init_fn=plan.worker_init_fn,
             segment_prefix=f"{self.prefix}w{worker_id}_",
             main_pid=os.getpid(),
-            epoch=epoch,
             skip_errors=plan.skip_errors,
         )
         process = context.Process(
@@ -117,14 +116,16 @@ class WorkerGroup:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
             self.task_conns[worker_id].send(message)
 
-    def owner_of(self, segment_name: str) -> int:
-        return int(segment_name[len(self.prefix) + 1 :].split("_", 1)[0])
-
     def collect_dropped(self) -> None:
         """Sort the segments the consumer dropped by owning worker, ready to be released."""
         while self.dropped:
-            name = self.dropped.popleft()
-            self.pending_releases[self.owner_of(name)].append(name)
+            worker_id, name = self.dropped.popleft()
+            self.pending_releases[worker_id].append(name)
+
+    def on_drop(self, worker_id: int) -> Callable[[str], None]:
+        """The finalizer callback for a batch from ``worker_id``: it holds the queue only, not
+        the group, so batches the user keeps do not keep the group alive."""
+        return functools.partial(_note_drop, self.dropped, worker_id)
 
     def send_task(self, worker_id: int, task: messages.Task) -> None:
         """Send a task, carrying the worker's pending releases with it."""
@@ -207,6 +208,10 @@ class WorkerGroup:
             conn.close()
         self.cache.close()
         shm.unlink_all(self.prefix)
+
+
+def _note_drop(dropped: collections.deque, worker_id: int, name: str) -> None:
+    dropped.append((worker_id, name))
 
 
 def _join_all(processes: list[Any], grace_s: float) -> None:

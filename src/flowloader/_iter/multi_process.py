@@ -53,7 +53,7 @@ class MultiProcessIterator(BaseIterator):
     ) -> None:
         super().__init__(plan, length_hint, epoch, resume)
         self._epoch = 0
-        self._workers = WorkerGroup(plan, self._base_seed, self._epoch)
+        self._workers = WorkerGroup(plan, self._base_seed)
         self._finalizer = weakref.finalize(self, self._workers.shutdown)
         assert plan.prefetch_factor is not None
         self._dispatcher = Dispatcher(plan.num_workers, plan.prefetch_factor * plan.num_workers)
@@ -86,7 +86,7 @@ class MultiProcessIterator(BaseIterator):
         self._reorder.reset()
         if plan.iterable:
             for worker_id in range(plan.num_workers):
-                self._workers.send(worker_id, messages.Resume(self._epoch))
+                self._workers.send(worker_id, messages.Resume())
         self._fill()
 
     def shutdown(self, stop_grace_s: float | None = None) -> None:
@@ -181,8 +181,6 @@ class MultiProcessIterator(BaseIterator):
         self._reorder.add(lost[0] if lost else self._dispatcher.next_task_id, _Lost(error))
 
     def _handle(self, message: Any) -> None:
-        if isinstance(message, messages.Ready):
-            return
         stale = message.epoch != self._epoch
         if isinstance(message, messages.Result):
             self._workers.cache.forget(message.retired_segments)
@@ -200,7 +198,8 @@ class MultiProcessIterator(BaseIterator):
                 cpu - start.get(worker, 0.0) for worker, cpu in self._worker_cpu.items()
             )
             try:
-                batch = decode(message.batch, self._workers.cache, self._workers.dropped.append)
+                on_drop = self._workers.on_drop(message.worker_id)
+                batch = decode(message.batch, self._workers.cache, on_drop)
             except SharedMemoryError as error:  # out of descriptors or mappings: says which
                 self._workers.send(message.worker_id, messages.Release((name,)))
                 batch = _Lost(error)

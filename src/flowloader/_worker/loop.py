@@ -48,7 +48,6 @@ class WorkerConfig:
     worker_init_fn: Callable[[int], None] | None
     segment_prefix: str
     main_pid: int
-    epoch: int
     skip_errors: tuple[type[Exception], ...] = ()
 
 
@@ -195,7 +194,6 @@ def run_worker(config: WorkerConfig, tasks: Any, results: Any) -> None:
     incoming = Poller([tasks])
     main_gone = stopped = False
     try:
-        results.send(messages.Ready(config.worker_id, worker.pid))
         while True:
             if not incoming.ready(PARENT_CHECK_INTERVAL_S):
                 if not watchdog.parent_alive():

@@ -1,7 +1,8 @@
 """torchvision's transform classes: thin wrappers over :mod:`functional`.
 
-Random transforms draw from ``rng`` (a ``numpy.random.Generator``) when one is given, else
-from NumPy's global RNG, which every DataLoader worker seeds differently. Transforms with an
+Random transforms draw from ``rng`` (a ``numpy.random.Generator``) when one is given; else,
+inside a DataLoader, from the sample's own generator (``flowloader.sample_rng()``, the same
+for any ``num_workers``), and elsewhere from NumPy's global RNG. Transforms with an
 ``apply_batch`` method can run over a whole batch at once (see :mod:`batch`).
 """
 
@@ -189,7 +190,8 @@ class Grayscale(_Repr):
 
 
 class _RandomTransform(_Repr):
-    """A transform that draws from ``rng`` or, by default, NumPy's global RNG."""
+    """A transform that draws from ``rng``, else from the sample's generator inside a
+    DataLoader, else from NumPy's global RNG."""
 
     def __init__(self, rng: np.random.Generator | None = None) -> None:
         self.rng = rng
