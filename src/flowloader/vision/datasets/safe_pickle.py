@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import pickle
 import pickletools
+import warnings
 from typing import Any
 
 import numpy as np
@@ -78,6 +79,12 @@ _MEMO_PUTS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
 def _check_opcodes(data: bytes, path: str) -> None:
     """Walk the opcodes (pickletools builds nothing): lengths must fit in the file (genops
     refuses them otherwise) and memo indices stay below the number of opcodes seen."""
+    with warnings.catch_warnings():  # pickletools warns on odd escapes in protocol-0 text
+        warnings.simplefilter("ignore", DeprecationWarning)
+        _walk_opcodes(data, path)
+
+
+def _walk_opcodes(data: bytes, path: str) -> None:
     for count, (opcode, argument, _) in enumerate(pickletools.genops(data), start=1):
         if opcode.name == "FRAME" and argument > len(data):
             raise UnsafePickleError(f"{path}: a frame of {argument} bytes in a smaller file")
