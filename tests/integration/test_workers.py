@@ -106,3 +106,16 @@ def test_batches_are_zero_copy_views_of_one_segment() -> None:
     assert image.base is not None
     assert image.base is label.base  # one region of shared memory per batch
     assert image.flags.writeable
+
+
+class NoneSamples(fl.Dataset):
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int):
+        return None if i % 2 else i
+
+
+def test_a_sample_that_is_none_travels_without_batching() -> None:
+    loader = fl.DataLoader(NoneSamples(), batch_size=None, num_workers=2)
+    assert list(loader) == [0, None, 2, None]

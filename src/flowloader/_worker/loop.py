@@ -122,22 +122,20 @@ class _Worker:
             self.results.send(self.failure(task, error, "while reserving shared memory"))
             return
         token = batch_allocator.set(arena.allocate if arena is not None else None)
+        reply: Any = None  # instead of a batch (a batch itself may be None, batch_size=None)
+        worker_id = self.config.worker_id
         try:
             batch = self.fetcher.fetch(task.indices)
         except StopIteration:
-            reply: Any = messages.StreamEnd(task.epoch, task.task_id, self.config.worker_id)
-            batch = None
+            reply = messages.StreamEnd(task.epoch, task.task_id, worker_id)
         except EmptyBatch:
             skipped = tuple(self.fetcher.skipped)
-            reply, batch = (
-                messages.Empty(task.epoch, task.task_id, self.config.worker_id, skipped),
-                None,
-            )
+            reply = messages.Empty(task.epoch, task.task_id, worker_id, skipped)
         except Exception as error:
-            reply, batch = self.failure(task, error, "while loading"), None
+            reply = self.failure(task, error, "while loading")
         finally:
             batch_allocator.reset(token)
-        if batch is None:
+        if reply is not None:
             if arena is not None:
                 self.pool.give_back(arena.segment)
             self.results.send(reply)
