@@ -15,7 +15,6 @@ normalises each sample with torch ops, returning (float32 tensor, int64 tensor),
 from __future__ import annotations
 
 import argparse
-import time
 
 from .common import (
     environment,
@@ -24,7 +23,7 @@ from .common import (
     throughput_table,
     write_json,
 )
-from .imagenet import _cpu_s
+from .imagenet import time_batches
 
 PIPELINES = ("imagenet-train", "imagenet-val", "custom tensors")
 
@@ -77,14 +76,7 @@ def loader_class(library: str):
 def measure(library: str, ds, workers: int, batches: int) -> tuple[float, float]:
     """(samples/s, CPU seconds per 1,000 samples) over ``batches`` batches after the first."""
     loader = loader_class(library)(ds, batch_size=64, shuffle=True, num_workers=workers)
-    iterator = iter(loader)
-    next(iterator)
-    cpu, start, samples = _cpu_s(), time.perf_counter(), 0
-    for _, (images, _) in zip(range(batches), iterator, strict=False):
-        samples += len(images)
-    elapsed = time.perf_counter() - start
-    del iterator  # workers exit and are reaped, so their CPU time is counted
-    return samples / elapsed, (_cpu_s() - cpu) / samples * 1000
+    return time_batches(loader, batches)
 
 
 def run(workers: tuple[int, ...] = (0, 2), batches: int = 30, runs: int = 3) -> list[dict]:
