@@ -14,7 +14,7 @@ import argparse
 import os
 import tempfile
 
-from .common import alternate, environment, epochs_table, report
+from .common import alternate_epochs, environment, epochs_table, report
 from .mnist import _epoch
 
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.247, 0.243, 0.261)
@@ -52,12 +52,8 @@ def ensure_data(root: str = ROOT) -> str:
 
 def measure(workers: int, runs: int) -> dict[str, list[float]]:
     root = ensure_data()
-    return alternate(
-        runs,
-        {
-            "flowloader": lambda: flowloader_epoch(root, workers),
-            "torch": lambda: torch_epoch(root, workers),
-        },
+    return alternate_epochs(
+        {"flowloader": flowloader_epoch, "torch": torch_epoch}, root, workers, runs
     )
 
 

@@ -56,6 +56,15 @@ def alternate(runs: int, measure: dict[str, Callable[[], float]]) -> dict[str, l
     return results
 
 
+def alternate_epochs(
+    epochs: dict[str, Callable[[str, int], float]], root: str, workers: int, runs: int
+) -> dict[str, list[float]]:
+    """Each loader's ``epoch(root, workers)`` samples/s over ``runs`` interleaved runs."""
+    return alternate(
+        runs, {name: (lambda e=epoch: e(root, workers)) for name, epoch in epochs.items()}
+    )
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 

@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 
-from .common import alternate, environment, epochs_table, report, write_json
+from .common import alternate_epochs, environment, epochs_table, report, write_json
 
 
 def flowloader_epoch(root: str, workers: int) -> float:
@@ -59,12 +59,8 @@ def measure(workers: int, runs: int, root: str = DEFAULT_ROOT) -> dict[str, list
 
     if not os.path.isdir(os.path.join(root, "MNIST", "raw")):
         make_mnist(root, train_size=60000, test_size=10000)
-    return alternate(
-        runs,
-        {
-            "flowloader": lambda: flowloader_epoch(root, workers),
-            "torch": lambda: torch_epoch(root, workers),
-        },
+    return alternate_epochs(
+        {"flowloader": flowloader_epoch, "torch": torch_epoch}, root, workers, runs
     )
 
 

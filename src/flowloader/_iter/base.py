@@ -191,16 +191,15 @@ class BaseIterator:
     def _next_index(self) -> Any:
         return next(self._sampler_iter)
 
-    def _account(self, indices: Any, skipped: Any) -> None:
+    def _account(self, indices: Any, skipped: Any, *, empty: bool = False) -> None:
         """Count a batch's samples and its skipped ones, in sampler order (warns; raises
-        TooManySkippedError past the budget)."""
+        TooManySkippedError past the budget). An ``empty`` batch (all its samples skipped)
+        is passed over, but counts as delivered for resuming."""
         if self._ledger is not None:
             tried = len(indices) if self._plan.auto_collation else 1
             self._ledger.account(tried, skipped)
-
-    def _pass_over_empty_batch(self) -> None:
-        """A batch whose samples were all skipped: it counts as delivered for resuming."""
-        self.position.batches_yielded += 1
+        if empty:
+            self.position.batches_yielded += 1
 
     def _warn_if_past_reported_length(self) -> None:
         reported = self._length_hint

@@ -145,11 +145,9 @@ class MultiProcessIterator(BaseIterator):
     def _accounted(self, item: _Accounted) -> Any:
         """The batch, after counting its skipped samples; None for a batch all skipped."""
         try:
-            self._account(item.indices, item.skipped)
+            self._account(item.indices, item.skipped, empty=item.batch is None)
         except Exception as error:  # past the skip budget: the epoch ends here
             self._fail(error)
-        if item.batch is None:
-            self._pass_over_empty_batch()
         return item.batch
 
     def _end_epoch(self) -> None:

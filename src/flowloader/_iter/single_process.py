@@ -48,8 +48,7 @@ class SingleProcessIterator(BaseIterator):
             try:
                 batch = self._fetch(index)
             except EmptyBatch:  # every sample skipped: account, and go on to the next batch
-                self._account(index, self._fetcher.skipped)
-                self._pass_over_empty_batch()
+                self._account(index, self._fetcher.skipped, empty=True)
                 continue
             self._account(index, self._fetcher.skipped)
             return batch

@@ -18,6 +18,7 @@ import numpy as np
 from . import safe_pickle
 from .array_images import ArrayImageDataset
 from .utils import download_and_extract_archive
+from .vision import checked_targets
 
 IMAGE_BYTES = 3 * 32 * 32
 
@@ -118,10 +119,7 @@ class CIFAR10(ArrayImageDataset):
 
     @targets.setter
     def targets(self, targets: Sequence[int]) -> None:
-        values = np.asarray(targets, dtype=np.int64)
-        if values.shape != self._targets.shape:
-            raise ValueError(f"expected {len(self._targets)} targets, got {len(values)}")
-        self._targets = values
+        self._targets = checked_targets(targets, self._targets)
 
     def label_array(self) -> np.ndarray:
         return self._targets

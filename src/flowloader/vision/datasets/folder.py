@@ -23,7 +23,7 @@ from flowloader.collate import CollatedSamples, empty_batch_array
 from ..transforms import functional as F
 from ..transforms.transforms import Compose, Normalize, ToTensor
 from . import reduced_decode as reduced
-from .vision import VisionDataset
+from .vision import VisionDataset, checked_targets
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
@@ -199,10 +199,7 @@ class DatasetFolder(VisionDataset):
 
     @targets.setter
     def targets(self, targets: Sequence[int]) -> None:
-        values = np.asarray(targets, dtype=np.int64)
-        if values.shape != self._table.targets.shape:
-            raise ValueError(f"expected {len(self._table)} targets, got {len(values)}")
-        self._table.targets = values
+        self._table.targets = checked_targets(targets, self._table.targets)
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         return self._load(index, self.transform)

@@ -7,7 +7,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import flowloader as fl
+
+
+def checked_targets(targets: Any, current: np.ndarray) -> np.ndarray:
+    """New labels for a dataset that reads and assigns ``targets`` as a list but keeps them
+    as int64 (so workers share them): one per sample, or ValueError."""
+    values = np.asarray(targets, dtype=np.int64)
+    if values.shape != current.shape:
+        raise ValueError(f"expected {len(current)} targets, got {len(values)}")
+    return values
 
 
 class StandardTransform:
