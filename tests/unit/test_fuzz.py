@@ -24,7 +24,11 @@ from flowloader.vision.datasets import safe_pickle
 from flowloader.vision.datasets.cifar import CIFARFormatError
 from flowloader.vision.datasets.idx import IDXError, encode_idx, parse_idx
 
-FUZZ = settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+# Derandomized: CI sees the same inputs every run (a fresh draw could fail a landing on a
+# finding of its own); run with --hypothesis-seed=N to explore others.
+FUZZ = settings(
+    max_examples=1500, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+)
 
 
 def peak_allocation(fn, *args) -> int:
@@ -112,7 +116,9 @@ PIPELINES = [
 ]
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=600, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
+)
 @given(
     st.integers(8, 48), st.integers(8, 48), st.integers(0, 99), st.sampled_from(["RGB", "L"]),
     st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=4),

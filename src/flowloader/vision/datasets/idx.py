@@ -63,7 +63,12 @@ def parse_idx(data: bytes, path: str = "<bytes>") -> np.ndarray:
             f"{path}: {problem}: the header promises shape {shape} of {dtype.name} "
             f"({expected} bytes with the header) but the file has {len(data)} bytes"
         )
-    values = np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
+    try:  # an empty array can still declare dimensions no array can have
+        values = np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
+    except ValueError as error:
+        raise IDXError(
+            f"{path}: the header's shape {shape} is not a possible array: {error}"
+        ) from None
     return values.astype(dtype.newbyteorder("="))
 
 

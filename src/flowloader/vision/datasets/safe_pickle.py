@@ -2,8 +2,10 @@
 
 ``pickle.load`` calls whatever a file names, so a crafted "dataset" can run code. This loader
 admits only what real dataset pickles hold: dicts, lists, tuples, strings, bytes, numbers and
-NumPy arrays (built through ``numpy``'s own array reconstructor). Any other global, or a
-persistent id, raises :class:`UnsafePickleError` naming the file, before anything is called.
+NumPy arrays of plain numeric dtypes. NumPy's own pickling calls are taken as placeholders,
+checked, and the arrays built from their raw bytes: fuzzing found a dtype state that crashes
+NumPy inside ``ndarray.__setstate__``. Any other global, or a persistent id, raises
+:class:`UnsafePickleError` naming the file, before anything is called.
 The opcodes are walked first without building anything, so that a memo index or a declared
 length out of proportion with the file (CPython's unpickler sizes its memo to the largest
 index: 8 bytes could make it allocate 128 MiB) is refused before any allocation.
@@ -12,6 +14,7 @@ index: 8 bytes could make it allocate 128 MiB) is refused before any allocation.
 from __future__ import annotations
 
 import io
+import math
 import pickle
 import pickletools
 import warnings
@@ -31,27 +34,97 @@ def _latin1_bytes(text: str, encoding: str = "latin1") -> bytes:
     return text.encode("latin1")
 
 
-_numpy_reconstruct = np.ndarray.__reduce__(np.empty(0))[0]
+def _empty_bytes(*args: Any) -> bytes:
+    """Protocol 2's ``bytes()`` for an empty bytes object (an empty array's data): only that."""
+    if args:
+        raise UnsafePickleError(f"refusing bytes{args!r}")
+    return b""
 
 
-def _empty_array(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
-    """NumPy's array reconstructor as NumPy's own pickles call it: an empty ndarray, whose
-    contents come with the next opcode (checked against their length by NumPy). Any other
-    call would allocate what the file asks for."""
-    if subtype is not np.ndarray or tuple(shape) != (0,):
-        raise UnsafePickleError(f"refusing numpy _reconstruct({subtype!r}, {shape!r}, ...)")
-    return _numpy_reconstruct(subtype, shape, dtype)
+class _Pending:
+    """What NumPy's pickling calls would build, held as plain data until it is checked: no
+    NumPy code runs on the file's state (a crafted dtype state can crash NumPy itself)."""
+
+    def __init__(self, *args: Any) -> None:
+        self.args = args
+        self.state: Any = None
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
 
 
-# (module, name) -> the object: NumPy's array pickling, under its NumPy 1 and NumPy 2 names,
-# and the bytes constructor of Python 3's protocol-2 pickles.
+class _PendingDtype(_Pending):
+    """``numpy.dtype(spec, align, copy)`` and its state."""
+
+
+class _PendingArray(_Pending):
+    """``_reconstruct(ndarray, (0,), typecode)`` and its state (version, shape, dtype,
+    Fortran order, raw bytes)."""
+
+
+# (module, name) -> the object: NumPy's array pickling, under its NumPy 1 and NumPy 2 names
+# (as placeholders, see _Pending), and the bytes constructor of Python 3's protocol-2 pickles.
 _ALLOWED = {
     ("_codecs", "encode"): _latin1_bytes,
-    ("numpy.core.multiarray", "_reconstruct"): _empty_array,
-    ("numpy._core.multiarray", "_reconstruct"): _empty_array,
+    ("__builtin__", "bytes"): _empty_bytes,
+    ("builtins", "bytes"): _empty_bytes,
+    ("numpy.core.multiarray", "_reconstruct"): _PendingArray,
+    ("numpy._core.multiarray", "_reconstruct"): _PendingArray,
     ("numpy", "ndarray"): np.ndarray,
-    ("numpy", "dtype"): np.dtype,
+    ("numpy", "dtype"): _PendingDtype,
 }
+
+
+def _materialize(value: Any) -> Any:
+    """The loaded object with its placeholders checked and turned into NumPy objects."""
+    if isinstance(value, _PendingArray):
+        return _array(value)
+    if isinstance(value, _PendingDtype):
+        return _dtype(value)
+    if type(value) is dict:
+        return {key: _materialize(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_materialize(item) for item in value]
+    if type(value) is tuple:
+        return tuple(_materialize(item) for item in value)
+    return value
+
+
+def _dtype(pending: _PendingDtype) -> np.dtype:
+    """A plain numeric dtype whose pickled state is the one NumPy itself would write."""
+    spec = pending.args[0] if pending.args else None
+    if not isinstance(spec, str):
+        raise UnsafePickleError(f"refusing numpy.dtype({spec!r})")
+    dtype = np.dtype(spec)
+    state = pending.state
+    if isinstance(state, tuple) and len(state) > 1 and state[1] in ("<", ">"):
+        dtype = dtype.newbyteorder(state[1])
+    if dtype.kind not in "biuf" or dtype.fields is not None or state != dtype.__reduce__()[2]:
+        raise UnsafePickleError(f"refusing numpy dtype {spec!r} with state {state!r}")
+    return dtype
+
+
+def _array(pending: _PendingArray) -> np.ndarray:
+    """The array NumPy's pickle describes, built from its raw bytes after every check."""
+    subtype, shape = (*pending.args, None, None)[:2]
+    state = pending.state
+    if subtype is not np.ndarray or shape != (0,) or not isinstance(state, tuple):
+        raise UnsafePickleError(f"refusing numpy _reconstruct{pending.args!r}")
+    if len(state) != 5 or not isinstance(state[2], _PendingDtype):
+        raise UnsafePickleError("refusing an ndarray state that NumPy's pickles do not write")
+    _, shape, pending_dtype, fortran, raw = state
+    dtype = _dtype(pending_dtype)
+    if not (isinstance(shape, tuple) and all(type(d) is int and d >= 0 for d in shape)):
+        raise UnsafePickleError(f"refusing ndarray shape {shape!r}")
+    if isinstance(raw, str):  # a Python 2 pickle's str, decoded as latin1
+        raw = raw.encode("latin1")
+    expected = math.prod(shape) * dtype.itemsize
+    if not isinstance(raw, bytes) or len(raw) != expected:
+        size = len(raw) if isinstance(raw, bytes) else type(raw).__name__
+        raise UnsafePickleError(
+            f"refusing ndarray data: shape {shape} of {dtype} needs {expected} bytes, got {size}"
+        )
+    return np.frombuffer(raw, dtype).reshape(shape, order="F" if fortran else "C")
 
 
 class _DatasetUnpickler(pickle.Unpickler):
@@ -105,7 +178,7 @@ def load(path: str) -> Any:
         data = stream.read()
     try:
         _check_opcodes(data, path)
-        return _DatasetUnpickler(io.BytesIO(data), path).load()
+        return _materialize(_DatasetUnpickler(io.BytesIO(data), path).load())
     except UnsafePickleError as error:
         if str(error).startswith(path):
             raise
