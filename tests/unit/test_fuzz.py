@@ -25,7 +25,8 @@ from flowloader.vision.datasets.cifar import CIFARFormatError
 from flowloader.vision.datasets.idx import IDXError, encode_idx, parse_idx
 
 # Derandomized: CI sees the same inputs every run (a fresh draw could fail a landing on a
-# finding of its own); run with --hypothesis-seed=N to explore others.
+# finding of its own). To explore others, set derandomize=False and pass --hypothesis-seed=N
+# (derandomize takes precedence over the seed).
 FUZZ = settings(
     max_examples=1500, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
 )
