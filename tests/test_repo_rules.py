@@ -16,7 +16,7 @@ MAX_MODULE_LINES = 600
 # Lowest first: a module may import only from its own layer or lower ones.
 LAYERS = [
     {"errors", "_compat", "stats"},
-    {"_seed", "_ipc", "_sample_rng", "_state_codec", "_skip"},
+    {"_seed", "_ipc", "randomness", "_state_codec", "_skip"},
     {"dataset", "sampler", "distributed", "collate", "_fetch", "_output"},
     {"_worker"},
     {"_state", "_plan", "_iter"},
@@ -67,6 +67,39 @@ def imported_tops(path: Path) -> set[str]:
                 if parts[0] == "flowloader":
                     tops.add(parts[1] if len(parts) > 1 else "__init__")
     return tops
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The dotted names of the flowloader modules (or names) that ``path`` imports."""
+    tree = ast.parse(path.read_text())
+    package = ["flowloader", *path.relative_to(PACKAGE).parts[:-1]]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = [*base, *(node.module.split(".") if node.module else [])]
+            found.update(".".join([*module, alias.name]) for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.split(".")[0] == "flowloader"}
+
+
+# Packages built on the public API only, as a user's code would be.
+PUBLIC_API_ONLY = ("vision", "utils", "cli")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in modules() if top_name(p) in PUBLIC_API_ONLY],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_built_on_the_public_api_only(path: Path) -> None:
+    own = f"flowloader.{top_name(path)}"
+    for name in imported_modules(path):
+        if name == own or name.startswith(own + "."):
+            continue  # its own private helpers are its business
+        private = [p for p in name.split(".") if p.startswith("_") and not p.startswith("__")]
+        assert not private, f"{path.relative_to(PACKAGE)} imports the private {name}"
 
 
 def test_public_names_are_sorted_and_importable() -> None:

@@ -8,7 +8,6 @@ does not pay for Pillow or the vision code.
 import importlib
 from typing import Any
 
-from ._sample_rng import sample_context, sample_rng
 from ._worker.info import WorkerInfo, get_worker_info
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
@@ -23,6 +22,7 @@ from .dataset import (
     random_split,
 )
 from .distributed import DistributedSampler
+from .randomness import SampleRngs, SampleSeeds, sample_context, sample_rng
 from .sampler import (
     BatchSampler,
     RandomSampler,
@@ -44,6 +44,8 @@ __all__ = [
     "DistributedSampler",
     "IterableDataset",
     "RandomSampler",
+    "SampleRngs",
+    "SampleSeeds",
     "Sampler",
     "SequentialSampler",
     "StackDataset",

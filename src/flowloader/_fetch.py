@@ -9,8 +9,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import _sample_rng, stats
+from . import stats
 from ._skip import SkippedSample, skipped_from
+from .randomness import SampleRngs, SampleSeeds, load_one_by_one, sample_context, takes_rngs
 
 
 class EmptyBatch(Exception):
@@ -40,37 +41,45 @@ class MapFetcher:
         self.skipped: list[SkippedSample] = []
         getitems = getattr(dataset, "__getitems__", None)
         self._getitems = getitems if getitems else None
+        self._getitems_takes_rngs = self._getitems is not None and takes_rngs(self._getitems)
 
-    def fetch(self, index: Any) -> Any:
+    def fetch(self, index: Any, seeds: SampleSeeds | None = None) -> Any:
+        """The batch (or sample) for ``index``, its random draws from the epoch's ``seeds``."""
         clock = stats.active_clock()
         start = time.perf_counter() if clock is not None else 0.0
         self.skipped = []
         if not self.auto_collation:
-            data = self._load_one(index)
+            data = self._load_one(index, seeds)
         elif self._getitems is not None:
-            _sample_rng.set_index(index)
-            try:
-                data = self._getitems(index)
-            except self.skip:
-                data = self._load_one_by_one(index)
+            data = self._load_batch(index, seeds)
         else:  # each sample with its own generator (sample_rng)
-            data = self._load_one_by_one(index)
-        _sample_rng.set_index(None)
+            data = self._load_one_by_one(index, seeds)
         if self.skipped and not data:
             raise EmptyBatch
         return _collate_timed(self.collate_fn, data, clock, start)
 
-    def _load_one(self, index: Any) -> Any:
-        _sample_rng.set_index(index)
+    def _load_batch(self, indices: Any, seeds: SampleSeeds | None) -> Any:
+        rngs = None if seeds is None else SampleRngs(seeds, indices)
         try:
-            return self.dataset[index]
+            if self._getitems_takes_rngs:
+                return self._getitems(indices, rngs=rngs)
+            with sample_context(None, seeds=seeds):  # sample_rng(i) for the dataset's loads
+                return self._getitems(indices)
+        except self.skip:
+            return self._load_one_by_one(indices, seeds)
+
+    def _load_one(self, index: Any, seeds: SampleSeeds | None) -> Any:
+        try:
+            with sample_context(index, seeds=seeds):
+                return self.dataset[index]
         except self.skip as error:
             self.skipped.append(skipped_from(error, index, self.dataset))
             raise EmptyBatch from None
 
-    def _load_one_by_one(self, indices: Any) -> list[Any]:
+    def _load_one_by_one(self, indices: Any, seeds: SampleSeeds | None) -> list[Any]:
         failed: list[tuple[int, Exception]] = []
-        data = _sample_rng.load_one_by_one(self.dataset, indices, self.skip, failed)
+        rngs = None if seeds is None else SampleRngs(seeds, indices)
+        data = load_one_by_one(self.dataset, indices, rngs, self.skip, failed)
         self.skipped.extend(skipped_from(error, i, self.dataset) for i, error in failed)
         return data
 
@@ -100,7 +109,8 @@ class IterableFetcher:
         self.skipped: list[SkippedSample] = []
         self._drawn = 0  # items taken from the stream, skipped ones included
 
-    def fetch(self, index: Any) -> Any:
+    def fetch(self, index: Any, seeds: SampleSeeds | None = None) -> Any:
+        """The next sample or batch; streams have no sample indices, so ``seeds`` go unused."""
         if self.ended:
             raise StopIteration
         self.skipped = []

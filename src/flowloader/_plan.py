@@ -9,7 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.context
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,30 +138,27 @@ def _check_iterable_options(shuffle: Any, sampler: Any, batch_sampler: Any) -> N
         )
 
 
-def resolve(
-    dataset: Any,
-    batch_size: int | None = 1,
-    shuffle: bool | None = None,
-    sampler: Any = None,
-    batch_sampler: Any = None,
-    num_workers: int = 0,
-    collate_fn: Callable[[Any], Any] | None = None,
-    pin_memory: bool = False,
-    drop_last: bool = False,
-    timeout: float = 0,
-    worker_init_fn: Callable[[int], None] | None = None,
-    multiprocessing_context: Any = None,
-    generator: Any = None,
-    *,
-    prefetch_factor: int | None = None,
-    persistent_workers: bool = False,
-    pin_memory_device: str = "",
-    in_order: bool = True,
-    output: str = "numpy",
-    skip_errors: Any = None,
-    max_skipped: int | float | None = None,
-) -> LoadPlan:
-    """Validate DataLoader's arguments (PyTorch's rules and order) and build the plan."""
+def resolve(arguments: Mapping[str, Any]) -> LoadPlan:
+    """Validate DataLoader's arguments (PyTorch's rules and order) and build the plan.
+
+    ``arguments``: every parameter of ``DataLoader.__init__`` by name, defaults filled in
+    (the signature, with its defaults, is written only there).
+    """
+    dataset, batch_size, shuffle = (arguments[k] for k in ("dataset", "batch_size", "shuffle"))
+    sampler, batch_sampler = arguments["sampler"], arguments["batch_sampler"]
+    num_workers, timeout, drop_last = (
+        arguments[k] for k in ("num_workers", "timeout", "drop_last")
+    )
+    prefetch_factor, persistent_workers = (
+        arguments["prefetch_factor"],
+        arguments["persistent_workers"],
+    )
+    collate_fn, output = arguments["collate_fn"], arguments["output"]
+    skip_errors, max_skipped = arguments["skip_errors"], arguments["max_skipped"]
+    multiprocessing_context, generator = (
+        arguments["multiprocessing_context"],
+        arguments["generator"],
+    )
     prefetch_factor = _check_workers(num_workers, timeout, prefetch_factor, persistent_workers)
     check_output(output)
     skip_types = check_policy(skip_errors, max_skipped)
@@ -214,11 +211,11 @@ def resolve(
         prefetch_factor=prefetch_factor,
         persistent_workers=persistent_workers,
         timeout=timeout,
-        worker_init_fn=worker_init_fn,
+        worker_init_fn=arguments["worker_init_fn"],
         multiprocessing_context=context,
-        pin_memory=pin_memory,
-        pin_memory_device=pin_memory_device,
-        in_order=in_order,
+        pin_memory=arguments["pin_memory"],
+        pin_memory_device=arguments["pin_memory_device"],
+        in_order=arguments["in_order"],
         output=output,
         skip_errors=skip_types,
         max_skipped=max_skipped,

@@ -26,9 +26,10 @@ def sampler_state(sampler: Any) -> Any:
     return state_dict() if callable(state_dict) else None
 
 
-def restart_sampler(index_sampler: Any, batches: int) -> bool:
-    """Let a sampler that can (DistributedSampler on another world size) begin after the
-    ``batches`` batches already delivered; False when the loader must skip them itself."""
+def skip_in_sampler(index_sampler: Any, batches: int) -> bool:
+    """Have the sampler itself pass over the ``batches`` batches already delivered, where it
+    can (DistributedSampler resumed on another world size: ``restart_after``); False when it
+    cannot, and the loader must skip them."""
     inner, per_batch = index_sampler, 1
     if hasattr(index_sampler, "batch_size") and hasattr(index_sampler, "sampler"):
         inner, per_batch = index_sampler.sampler, index_sampler.batch_size

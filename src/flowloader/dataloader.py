@@ -74,28 +74,9 @@ class DataLoader(Generic[T_co]):
         skip_errors: type[Exception] | tuple[type[Exception], ...] | None = None,
         max_skipped: int | float | None = None,
     ) -> None:
-        plan = _plan.resolve(
-            dataset,
-            batch_size,
-            shuffle,
-            sampler,
-            batch_sampler,
-            num_workers,
-            collate_fn,
-            pin_memory,
-            drop_last,
-            timeout,
-            worker_init_fn,
-            multiprocessing_context,
-            generator,
-            prefetch_factor=prefetch_factor,
-            persistent_workers=persistent_workers,
-            pin_memory_device=pin_memory_device,
-            in_order=in_order,
-            output=output,
-            skip_errors=skip_errors,
-            max_skipped=max_skipped,
-        )
+        arguments = dict(locals())  # every parameter by name: the signature is written once
+        del arguments["self"]
+        plan = _plan.resolve(arguments)
         for field, attribute in _PLAN_ATTRIBUTES.items():
             object.__setattr__(self, attribute, getattr(plan, field))
         self._IterableDataset_len_called: int | None = None

@@ -9,7 +9,8 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
-from . import _sample_rng, _seed
+from . import _seed
+from .randomness import SampleRngs, load_one_by_one, takes_rngs
 
 T_co = TypeVar("T_co", covariant=True)
 T = TypeVar("T")
@@ -109,10 +110,12 @@ class StackDataset(Dataset[Any]):
             return {key: d[index] for key, d in self.datasets.items()}
         return tuple(d[index] for d in self.datasets)
 
-    def __getitems__(self, indices: list) -> list:
+    def __getitems__(self, indices: list, rngs: Sequence[Any] | None = None) -> list:
+        if overrides_getitem(self, StackDataset):
+            return load_one_by_one(self, indices, rngs)
         named = isinstance(self.datasets, dict)
         keys = list(self.datasets) if named else range(len(self.datasets))
-        columns = [_fetch_many(self.datasets[key], indices) for key in keys]
+        columns = [fetch_many(self.datasets[key], indices, rngs) for key in keys]
         if named:
             return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
         return [tuple(row) for row in zip(*columns, strict=True)]
@@ -121,13 +124,20 @@ class StackDataset(Dataset[Any]):
         return self._length
 
 
-def _fetch_many(dataset: Any, indices: list) -> list:
-    """``dataset.__getitems__(indices)`` when defined (length-checked), else one by one (each
-    with its own sample generator, see :func:`flowloader.sample_rng`)."""
+def overrides_getitem(dataset: Any, base: type) -> bool:
+    """True if ``dataset``'s class overrides ``base.__getitem__`` but not its batch method:
+    then ``base``'s ``__getitems__`` would bypass the override, so it loads one by one."""
+    cls = type(dataset)
+    return cls.__getitem__ is not base.__getitem__ and cls.__getitems__ is base.__getitems__
+
+
+def fetch_many(dataset: Any, indices: list, rngs: Sequence[Any] | None = None) -> list:
+    """``dataset.__getitems__(indices)`` when defined (length-checked), else one by one; sample
+    ``indices[k]`` draws from ``rngs[k]`` (see :mod:`flowloader.randomness`)."""
     getitems = getattr(dataset, "__getitems__", None)
     if not callable(getitems):
-        return _sample_rng.load_one_by_one(dataset, indices)
-    items = getitems(indices)
+        return load_one_by_one(dataset, indices, rngs)
+    items = getitems(indices, rngs=rngs) if takes_rngs(getitems) else getitems(indices)
     if len(items) != len(indices):
         raise ValueError(
             f"{type(dataset).__name__}.__getitems__ returned {len(items)} samples "
@@ -202,13 +212,6 @@ class Subset(Dataset[T_co]):
     """The samples of ``dataset`` at ``indices``, in that order."""
 
     def __init__(self, dataset: Dataset[T_co], indices: Sequence[int]) -> None:
-        cls = type(self)
-        if cls.__getitem__ is not Subset.__getitem__ and cls.__getitems__ is Subset.__getitems__:
-            raise NotImplementedError(
-                f"{cls.__name__} overrides __getitem__ but not __getitems__; the loader fetches "
-                "batches through __getitems__, so override it too, e.g. "
-                "`def __getitems__(self, indices): return [self[i] for i in indices]`"
-            )
         self.dataset = dataset
         self.indices = indices
 
@@ -217,8 +220,14 @@ class Subset(Dataset[T_co]):
             return self.dataset[[self.indices[i] for i in idx]]
         return self.dataset[self.indices[idx]]
 
-    def __getitems__(self, indices: list[int]) -> list[T_co]:
-        return _fetch_many(self.dataset, [self.indices[i] for i in indices])
+    def __getitems__(self, indices: list[int], rngs: Sequence[Any] | None = None) -> list[T_co]:
+        if overrides_getitem(self, Subset):
+            return load_one_by_one(self, indices, rngs)
+        inner = [self.indices[i] for i in indices]
+        # Draws stay keyed by the wrapped dataset's own indices, as when it is loaded alone.
+        if isinstance(rngs, SampleRngs):
+            rngs = rngs.for_indices(inner)
+        return fetch_many(self.dataset, inner, rngs)
 
     def __len__(self) -> int:
         return len(self.indices)

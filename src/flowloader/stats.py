@@ -12,6 +12,7 @@ transform); ``enabled = False`` turns the clock off (see benchmarks/RESULTS.md).
 
 from __future__ import annotations
 
+import contextvars
 import time
 from dataclasses import dataclass, field
 
@@ -50,17 +51,21 @@ class StageClock:
         return taken
 
 
-_clock: StageClock | None = None
+# The clock of the loader fetching in this thread (a ContextVar: a thread a dataset starts
+# does not share the loader's clock, so two threads never race on one).
+_clock: contextvars.ContextVar[StageClock | None] = contextvars.ContextVar(
+    "flowloader_stage_clock", default=None
+)
 
 
 def active_clock() -> StageClock | None:
-    return _clock if enabled else None
+    return _clock.get() if enabled else None
 
 
 def set_clock(clock: StageClock | None) -> StageClock | None:
-    """Make ``clock`` this process's stage clock; returns the previous one."""
-    global _clock
-    previous, _clock = _clock, clock
+    """Make ``clock`` the stage clock of this thread's fetches; returns the previous one."""
+    previous = _clock.get()
+    _clock.set(clock)
     return previous
 
 
@@ -99,7 +104,7 @@ _NO_STAGE = _NoStage()
 
 def stage(name: str) -> _Stage | _NoStage:
     """Count the time of the ``with`` block as stage ``name`` (e.g. "transform")."""
-    clock = _clock if enabled else None
+    clock = _clock.get() if enabled else None
     if clock is None:
         return _NO_STAGE
     timer = clock.stages.get(name)

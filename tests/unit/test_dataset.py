@@ -181,13 +181,14 @@ def test_subset_delegates_to_getitems_and_list_indexing() -> None:
     assert sub[[1, 2]] == [36, 49]
 
 
-def test_subset_subclass_overriding_getitem_only_is_refused() -> None:
+def test_subset_subclass_overriding_getitem_only_loads_through_the_override() -> None:
     class Doubled(fl.Subset):
         def __getitem__(self, idx):
             return 2 * super().__getitem__(idx)
 
-    with pytest.raises(NotImplementedError, match="__getitems__"):
-        Doubled(Squares(3), [0, 1])
+    subset = Doubled(Squares(3), [1, 2])
+    assert subset.__getitems__([0, 1]) == [2, 8]
+    assert [batch.tolist() for batch in fl.DataLoader(subset, batch_size=2)] == [[2, 8]]
 
 
 def test_random_split_lengths_partition_the_dataset() -> None:

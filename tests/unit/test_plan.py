@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import multiprocessing
 
 import numpy as np
@@ -17,6 +18,16 @@ class Stream(fl.IterableDataset):
 
 
 MAP = list(range(10))
+
+
+def resolve(dataset, *args, **kwargs) -> _plan.LoadPlan:
+    """The plan for DataLoader(dataset, *args, **kwargs), defaults from its signature."""
+    bound = inspect.signature(fl.DataLoader.__init__).bind(None, dataset, *args, **kwargs)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    del arguments["self"]
+    return _plan.resolve(arguments)
+
 
 # (dataset, kwargs, exception type, message pattern)
 ARGUMENT_ERRORS = [
@@ -51,13 +62,13 @@ ARGUMENT_ERRORS = [
 @pytest.mark.parametrize(("dataset", "kwargs", "error", "match"), ARGUMENT_ERRORS)
 def test_argument_errors(dataset, kwargs, error, match) -> None:
     with pytest.raises(error, match=match):
-        _plan.resolve(dataset, **kwargs)
+        resolve(dataset, **kwargs)
     with pytest.raises(error, match=match):
         fl.DataLoader(dataset, **kwargs)
 
 
 def test_defaults() -> None:
-    plan = _plan.resolve(MAP)
+    plan = resolve(MAP)
     assert isinstance(plan.sampler, fl.SequentialSampler)
     assert isinstance(plan.batch_sampler, fl.BatchSampler)
     assert plan.batch_sampler.batch_size == 1
@@ -68,42 +79,37 @@ def test_defaults() -> None:
 
 
 def test_workers_get_default_prefetch_factor() -> None:
-    assert _plan.resolve(MAP, num_workers=2).prefetch_factor == 2
+    assert resolve(MAP, num_workers=2).prefetch_factor == 2
 
 
 def test_shuffle_gives_random_sampler_sharing_the_generator() -> None:
-    plan = _plan.resolve(MAP, shuffle=True, generator=3)
+    plan = resolve(MAP, shuffle=True, generator=3)
     assert isinstance(plan.sampler, fl.RandomSampler)
     assert isinstance(plan.generator, np.random.Generator)
     assert plan.sampler.generator is plan.generator
 
 
 def test_batch_size_none_disables_auto_collation() -> None:
-    plan = _plan.resolve(MAP, batch_size=None)
+    plan = resolve(MAP, batch_size=None)
     assert plan.batch_sampler is None
     assert plan.collate_fn is fl.default_convert
     assert plan.index_sampler is plan.sampler
 
 
 def test_custom_batch_sampler_clears_batch_size() -> None:
-    plan = _plan.resolve(MAP, batch_sampler=[[0, 1], [2]])
+    plan = resolve(MAP, batch_sampler=[[0, 1], [2]])
     assert plan.batch_size is None
     assert plan.drop_last is False
     assert plan.batch_sampler == [[0, 1], [2]]
 
 
 def test_iterable_dataset_gets_infinite_sampler() -> None:
-    plan = _plan.resolve(Stream(), batch_size=2, shuffle=False)
+    plan = resolve(Stream(), batch_size=2, shuffle=False)
     assert plan.iterable
     assert isinstance(plan.sampler, fl.sampler._InfiniteConstantSampler)
 
 
 def test_context_accepts_names_and_objects() -> None:
-    assert _plan.resolve(
-        MAP, num_workers=1, multiprocessing_context="spawn"
-    ).multiprocessing_context
+    assert resolve(MAP, num_workers=1, multiprocessing_context="spawn").multiprocessing_context
     ctx = multiprocessing.get_context("spawn")
-    assert (
-        _plan.resolve(MAP, num_workers=1, multiprocessing_context=ctx).multiprocessing_context
-        is ctx
-    )
+    assert resolve(MAP, num_workers=1, multiprocessing_context=ctx).multiprocessing_context is ctx

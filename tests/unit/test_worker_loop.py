@@ -60,8 +60,8 @@ def run_in_process(tasks: list) -> list:
 
 def test_the_worker_loop_answers_each_task_in_order() -> None:
     replies = run_in_process(
-        [messages.Task(0, 0, [1, 2], seed=5), messages.Task(0, 1, [6, 7], seed=5),
-         messages.Task(0, 2, [3], seed=5)]
+        [messages.Task(0, 0, [1, 2], epoch_seed=5), messages.Task(0, 1, [6, 7], epoch_seed=5),
+         messages.Task(0, 2, [3], epoch_seed=5)]
     )  # fmt: skip
     assert [type(r).__name__ for r in replies] == ["Result", "Failure", "Result"]
     assert [r.task_id for r in replies] == [0, 1, 2]

@@ -26,11 +26,11 @@ class Task(Wire):
     ``releases`` piggybacks segments the consumer dropped (saves a message per batch).
     """
 
-    epoch: int
+    generation: int  # which pass of the iterator over its workers (stale results are dropped)
     task_id: int
     indices: Any
     releases: tuple[str, ...] = ()
-    seed: int | None = None  # the epoch's seed, from which every sample's generator derives
+    epoch_seed: int | None = None  # every sample's generator derives from it (SampleSeeds)
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Stop(Wire):
 class Result(Wire):
     """A loaded batch: its structure travels here, its arrays in a shared-memory segment."""
 
-    epoch: int
+    generation: int
     task_id: int
     worker_id: int
     batch: Any  # an EncodedBatch
@@ -68,7 +68,7 @@ class Result(Wire):
 class Empty(Wire):
     """Every sample of the batch was skipped (``skip_errors``): nothing to hand out."""
 
-    epoch: int
+    generation: int
     task_id: int
     worker_id: int
     skipped: tuple[Any, ...]
@@ -78,7 +78,7 @@ class Empty(Wire):
 class Failure(Wire):
     """Loading the batch raised; ``error`` carries the exception and the worker's traceback."""
 
-    epoch: int
+    generation: int
     task_id: int
     worker_id: int
     error: Any  # a RemoteError
@@ -88,6 +88,6 @@ class Failure(Wire):
 class StreamEnd(Wire):
     """The worker's IterableDataset stream ended before this task could be filled."""
 
-    epoch: int
+    generation: int
     task_id: int
     worker_id: int

@@ -10,6 +10,7 @@ from typing import Any
 from .. import _output, _seed, _state, stats
 from .._plan import LoadPlan
 from .._skip import SkipLedger
+from ..randomness import SampleSeeds
 from .pinning import PinStage
 
 _END = object()
@@ -51,7 +52,7 @@ class BaseIterator:
             if resume["sampler"] is not None:
                 plan.index_sampler.load_state_dict(resume["sampler"])
             skip = resume["batches_yielded"]
-            if not plan.iterable and _state.restart_sampler(plan.index_sampler, skip):
+            if not plan.iterable and _state.skip_in_sampler(plan.index_sampler, skip):
                 skip = 0  # the sampler itself now begins after what was delivered
         # Everything this epoch's order depends on, as it is before the first draw.
         self.position = _state.Position(
@@ -63,6 +64,7 @@ class BaseIterator:
         # Drawn every epoch, with or without workers, so that the sampler's draws (which may
         # share the generator) are the same whatever num_workers and persistent_workers are.
         self._base_seed = _seed.draw_seed(plan.generator)
+        self._seeds = SampleSeeds(self._base_seed)  # every sample's generator this epoch
         self._sampler_iter = iter(plan.index_sampler)
         self._skip_batches = 0
         if skip:

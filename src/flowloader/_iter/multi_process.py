@@ -52,7 +52,7 @@ class MultiProcessIterator(BaseIterator):
         resume: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(plan, length_hint, epoch, resume)
-        self._epoch = 0
+        self._generation = 0  # one per pass over the workers; tags tasks and results
         self._workers = WorkerGroup(plan, self._base_seed)
         self._finalizer = weakref.finalize(self, self._workers.shutdown)
         assert plan.prefetch_factor is not None
@@ -81,7 +81,7 @@ class MultiProcessIterator(BaseIterator):
         """Start the next epoch on the same (persistent) workers."""
         self._start_epoch(plan, length_hint, epoch, resume)
         self._worker_cpu_at_start = dict(self._worker_cpu)  # stats count this epoch only
-        self._epoch += 1
+        self._generation += 1
         self._dispatcher.reset()
         self._reorder.reset()
         if plan.iterable:
@@ -107,7 +107,7 @@ class MultiProcessIterator(BaseIterator):
             except StopIteration:
                 return
             task_id = self._dispatcher.assign(worker, indices)
-            task = messages.Task(self._epoch, task_id, indices, seed=self._base_seed)
+            task = messages.Task(self._generation, task_id, indices, epoch_seed=self._base_seed)
             self._workers.send_task(worker, task)
 
     def _next_data(self, wait: bool = True) -> Any:
@@ -179,7 +179,7 @@ class MultiProcessIterator(BaseIterator):
         self._reorder.add(lost[0] if lost else self._dispatcher.next_task_id, _Lost(error))
 
     def _handle(self, message: Any) -> None:
-        stale = message.epoch != self._epoch
+        stale = message.generation != self._generation
         if isinstance(message, messages.Result):
             self._workers.cache.forget(message.retired_segments)
             name = message.batch.segment_name

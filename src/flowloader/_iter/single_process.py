@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _sample_rng, stats
+from .. import stats
 from .._fetch import EmptyBatch, make_fetcher
 from .._plan import LoadPlan
 from .base import BaseIterator
@@ -55,11 +55,9 @@ class SingleProcessIterator(BaseIterator):
 
     def _fetch(self, index: Any) -> Any:
         previous = stats.set_clock(self._clock if stats.enabled else None)
-        _sample_rng.set_epoch_seed(self._base_seed)
         try:
-            return self._fetcher.fetch(index)
+            return self._fetcher.fetch(index, self._seeds)
         finally:
-            _sample_rng.set_epoch_seed(None)
             stats.set_clock(previous)
 
     def stats(self) -> stats.LoaderStats:

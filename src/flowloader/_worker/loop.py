@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _sample_rng, _seed, stats
+from .. import _seed, stats
 from .._compat import torch as _torch
 from .._fetch import EmptyBatch, make_fetcher
 from .._ipc import messages
@@ -23,6 +23,7 @@ from .._ipc.poller import Poller
 from .._ipc.remote_error import RemoteError
 from .._ipc.segment_pool import SegmentPool
 from ..collate import batch_allocator
+from ..randomness import SampleSeeds
 from .allocator import keep_large_allocations
 from .info import WorkerInfo, set_worker_info
 from .watchdog import ParentWatchdog
@@ -99,7 +100,7 @@ class _Worker:
         remote = RemoteError.capture(
             error, worker_id=self.config.worker_id, pid=self.pid, indices=task.indices, where=where
         )
-        return messages.Failure(task.epoch, task.task_id, self.config.worker_id, remote)
+        return messages.Failure(task.generation, task.task_id, self.config.worker_id, remote)
 
     def run_task(self, task: messages.Task) -> None:
         started = time.perf_counter()
@@ -125,12 +126,13 @@ class _Worker:
         reply: Any = None  # instead of a batch (a batch itself may be None, batch_size=None)
         worker_id = self.config.worker_id
         try:
-            batch = self.fetcher.fetch(task.indices)
+            seeds = None if task.epoch_seed is None else SampleSeeds(task.epoch_seed)
+            batch = self.fetcher.fetch(task.indices, seeds)
         except StopIteration:
-            reply = messages.StreamEnd(task.epoch, task.task_id, worker_id)
+            reply = messages.StreamEnd(task.generation, task.task_id, worker_id)
         except EmptyBatch:
             skipped = tuple(self.fetcher.skipped)
-            reply = messages.Empty(task.epoch, task.task_id, worker_id, skipped)
+            reply = messages.Empty(task.generation, task.task_id, worker_id, skipped)
         except Exception as error:
             reply = self.failure(task, error, "while loading")
         finally:
@@ -160,7 +162,7 @@ class _Worker:
         if stats.enabled:
             self.clock.transport += time.perf_counter() - started
         result = messages.Result(
-            task.epoch,
+            task.generation,
             task.task_id,
             self.config.worker_id,
             encoded,
@@ -201,7 +203,6 @@ def run_worker(config: WorkerConfig, tasks: Any, results: Any) -> None:
             message = tasks.recv()
             if isinstance(message, messages.Task):
                 worker.pool.release(message.releases)
-                _sample_rng.set_epoch_seed(message.seed)
                 worker.run_task(message)
             elif isinstance(message, messages.Release):
                 worker.pool.release(message.segment_names)

@@ -8,7 +8,6 @@ from PIL import Image
 
 from flowloader.vision import transforms as T
 from flowloader.vision.transforms import functional as F
-from flowloader.vision.transforms.batch import apply_batch, batch_capable
 
 IMAGE = Image.fromarray(np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8))
 
@@ -163,24 +162,6 @@ def test_array_inputs_follow_the_tensor_layout() -> None:
     assert T.Resize(15)(tensor).shape == (3, 15, 20)
     np.testing.assert_array_equal(F.hflip(tensor), tensor[:, :, ::-1])
     assert T.Grayscale(3)(tensor).shape == (3, 30, 40)
-
-
-def test_batch_capability() -> None:
-    assert batch_capable(T.Compose([T.ToTensor(), T.Normalize((0.5,), (0.5,))]))
-    assert batch_capable(T.ToTensor())
-    assert not batch_capable(T.Compose([T.Resize(10), T.ToTensor()]))
-    assert not batch_capable(None)
-
-
-def test_batch_rgb_pixels() -> None:
-    pixels = np.random.default_rng(0).integers(0, 256, (5, 6, 7, 3), dtype=np.uint8)
-    pipeline = T.Compose([T.PILToTensor()])
-    out = apply_batch(pipeline, pixels.copy())
-    np.testing.assert_array_equal(
-        out, np.stack([T.PILToTensor()(Image.fromarray(p)) for p in pixels])
-    )
-    with pytest.raises(TypeError, match="ToTensor"):
-        apply_batch(T.Normalize((0.5,), (0.5,)), pixels)
 
 
 def test_repr() -> None:

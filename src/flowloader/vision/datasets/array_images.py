@@ -2,13 +2,13 @@
 
 ``__getitem__`` is torchvision's: a PIL image from ``data[i]``, then the transforms.
 ``__getitems__`` gathers a whole batch with one NumPy indexing operation and, when the
-transform is a batch-capable ``Compose``, transforms the batch at once; the result is
-bit-identical to the per-sample path.
+transform's plan takes a stack of images (flips and a conversion), transforms the batch at
+once; the result is bit-identical to the per-sample path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +16,11 @@ import numpy as np
 from PIL import Image
 
 from flowloader import stats
-from flowloader._sample_rng import load_one_by_one
-from flowloader.collate import CollatedSamples
+from flowloader.collate import CollatedSamples, empty_batch_array
+from flowloader.dataset import overrides_getitem
+from flowloader.randomness import load_one_by_one
 
-from ..transforms.batch import apply_batch, batch_capable
+from ..plan import plan_for
 from .vision import VisionDataset
 
 
@@ -79,17 +80,19 @@ class ArrayImageDataset(VisionDataset):
                 target = self.target_transform(target)
         return image, target
 
-    def __getitems__(self, indices: list[int]) -> Any:
-        """A batch: one gather, then the transform over the whole batch when it can."""
+    def __getitems__(self, indices: list[int], rngs: Sequence[Any] | None = None) -> Any:
+        """A batch: one gather, then the transform over the whole batch when its plan can;
+        ``rngs[k]`` is sample k's generator (see :mod:`flowloader.randomness`)."""
+        plan = plan_for(self.transform)
         if (
-            type(self).__getitem__ is not ArrayImageDataset.__getitem__  # a subclass's samples
+            overrides_getitem(self, ArrayImageDataset)
             or self.target_transform is not None
-            or not batch_capable(self.transform)
+            or not plan.batchable
         ):
-            return load_one_by_one(self, indices)
+            return load_one_by_one(self, indices, rngs)
         pixels = self.data[np.asarray(indices, dtype=np.int64)]
         with stats.stage("transform"):
-            images = apply_batch(self.transform, pixels, indices)
+            images = plan.apply_to_stack(pixels, rngs, empty_batch_array)
         targets = self.label_array()[indices]
         return CollatedSamples((images, targets), lambda i: (images[i], int(targets[i])))
 

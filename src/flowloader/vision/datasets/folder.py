@@ -17,12 +17,12 @@ import numpy as np
 from PIL import Image
 
 from flowloader import stats
-from flowloader._sample_rng import load_one_by_one, sample_context
 from flowloader.collate import CollatedSamples, empty_batch_array
+from flowloader.dataset import overrides_getitem
+from flowloader.randomness import load_one_by_one, sample_context
 
-from ..transforms import functional as F
-from ..transforms.transforms import Compose, Normalize, ToTensor
-from . import reduced_decode as reduced
+from .. import decode
+from ..plan import BatchWriter, Plan, plan_for
 from .vision import VisionDataset, checked_targets
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -128,8 +128,7 @@ class SampleTable(Sequence):
 
 
 def pil_loader(path: str | Path) -> Image.Image:
-    with open(path, "rb") as stream:
-        return reduced.decoded_rgb(Image.open(stream))
+    return decode.open_rgb(str(path))
 
 
 def default_loader(path: str | Path) -> Any:
@@ -202,74 +201,50 @@ class DatasetFolder(VisionDataset):
         self._table.targets = checked_targets(targets, self._table.targets)
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
-        return self._load(index, self.transform)
-
-    def _load(self, index: int, transform: Callable | None) -> tuple[Any, Any]:
-        """Sample ``index`` with ``transform`` (the dataset's, or the part before its tail)."""
-        path, target = self._table[index]
-        try:
-            planned = None
-            if self.reduced_decode and self.loader is default_loader and reduced.applies(transform):
-                planned = reduced.load_and_transform(path, transform)
-            if planned is None:
-                sample = self.loader(path)
-            else:  # decoded at reduced scale and already cropped/resized
-                sample, transform = planned
-        except Exception as error:
-            raise _located(error, path, index) from error
+        plan = plan_for(self.transform)
+        image, target = self._load(index, plan, None)
         with stats.stage("transform"):
-            if transform is not None:
-                sample = transform(sample)
+            sample = plan.finish(image)
             if self.target_transform is not None:
                 target = self.target_transform(target)
         return sample, target
 
-    def __getitems__(self, indices: list[int]) -> Any:
-        """A batch, bit-identical to ``[self[i] for i in indices]``. When the transform ends in
-        ToTensor + Normalize, each image is normalised straight into one batch array (inside a
-        DataLoader worker, the shared memory the batch travels in): no per-sample float array,
-        and nothing left for collate to copy."""
-        steps = getattr(self.transform, "transforms", None)
+    def _load(self, index: int, plan: Plan, rng: Any) -> tuple[Any, int]:
+        """Sample ``index`` through its plan's head (decode planned with it when the default
+        loader reads the file); errors name the file."""
+        path, target = self._table[index]
+        try:
+            if self.loader is default_loader:
+                return plan.load(path, rng, reduced=self.reduced_decode), target
+            return plan.run_head(self.loader(path), rng), target
+        except Exception as error:
+            raise _located(error, path, index) from error
+
+    def __getitems__(self, indices: list[int], rngs: Sequence[Any] | None = None) -> Any:
+        """A batch, bit-identical to ``[self[i] for i in indices]``; ``rngs[k]`` is sample
+        k's generator (see :mod:`flowloader.randomness`). When the transform ends in a
+        conversion, each image is converted straight into one batch array (inside a
+        DataLoader worker, the shared memory the batch travels in): no per-sample array, and
+        nothing left for collate to copy."""
+        plan = plan_for(self.transform)
         if (
-            type(self).__getitem__ is not DatasetFolder.__getitem__  # a subclass's own samples
+            overrides_getitem(self, DatasetFolder)
             or self.target_transform is not None
-            or type(self.transform) is not Compose
-            or len(steps) < 2
-            or (type(steps[-2]), type(steps[-1])) != (ToTensor, Normalize)
+            or plan.conversion is None
         ):
-            return load_one_by_one(self, indices)
-        head = Compose(steps[:-2]) if len(steps) > 2 else None
-        normalize = steps[-1]
-        images: np.ndarray | None = None
+            return load_one_by_one(self, indices, rngs)
+        writer = BatchWriter(plan, len(indices), empty_batch_array)
         targets = np.empty(len(indices), dtype=np.int64)
         for k, index in enumerate(indices):
-            pixels, targets[k] = self._load_in_context(index, head)
-            shape = F.normalized_shape(pixels)
-            if images is None and shape is not None:
-                images = empty_batch_array((len(indices), *shape), np.float32)
-            if shape is None or images is None or images.shape[1:] != shape:
-                return self._finish_one_by_one(indices, k, pixels, images, targets)
-            with stats.stage("transform"):
-                F.to_normalized_tensor(pixels, normalize.mean, normalize.std, out=images[k])
-        columns = (images, targets)
-        return CollatedSamples(columns, lambda k: (columns[0][k], int(columns[1][k])))
-
-    def _load_in_context(self, index: int, transform: Callable | None) -> tuple[Any, Any]:
-        with sample_context(index):  # the sample's own random draws, as one by one
-            return self._load(index, transform)
-
-    def _finish_one_by_one(
-        self, indices: list[int], k: int, pixels: Any, images: Any, targets: np.ndarray
-    ) -> list[tuple[Any, Any]]:
-        """Sample ``k`` does not fit the batch array (another size or not 8-bit): the samples
-        so far, this one, and the rest as separate samples."""
-        normalize = self.transform.transforms[-1]
-        samples = [(images[j].copy(), int(targets[j])) for j in range(k)]
-        with stats.stage("transform"):
-            image = F.to_normalized_tensor(pixels, normalize.mean, normalize.std)
-        samples.append((image, int(targets[k])))
-        samples += load_one_by_one(self, indices[k + 1 :])
-        return samples
+            rng = None if rngs is None else rngs[k]
+            with sample_context(index, rng):  # for steps that ask flowloader.sample_rng()
+                image, targets[k] = self._load(index, plan, rng)
+                with stats.stage("transform"):
+                    writer.add(image, rng)
+        images = writer.result()
+        if isinstance(images, list):  # the images did not fit one array
+            return [(image, int(target)) for image, target in zip(images, targets, strict=True)]
+        return CollatedSamples((images, targets), lambda k: (images[k], int(targets[k])))
 
     def __len__(self) -> int:
         return len(self._table)

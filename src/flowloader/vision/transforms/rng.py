@@ -1,6 +1,13 @@
-"""Where random transforms draw from: an explicit ``numpy.random.Generator``; else, inside a
-DataLoader, the generator of the sample being loaded (``flowloader.sample_rng()``: the same
-whatever ``num_workers``); else NumPy's global RNG."""
+"""Where a random transform draws from, in order of precedence:
+
+1. its own ``rng``, when it was built with one;
+2. the generator handed to the call, ``transform(img, rng=...)``: what the planner and the
+   datasets' batch paths pass (each sample's generator from the loader, see
+   :mod:`flowloader.randomness`);
+3. for a call written for torch, ``transform(img)`` inside ``__getitem__``: the generator of
+   the sample being loaded, ``flowloader.sample_rng()``;
+4. NumPy's global RNG (outside a DataLoader).
+"""
 
 from __future__ import annotations
 
@@ -30,24 +37,12 @@ class GlobalNumPyRNG:
 GLOBAL_RNG = GlobalNumPyRNG()
 
 
-def resolve(rng: np.random.Generator | None) -> Any:
-    if rng is not None:
-        return rng
-    sample = flowloader.sample_rng()
-    return GLOBAL_RNG if sample is None else sample
-
-
-class PerSample:
-    """Marks transforms that draw from each sample's own generator (batch path)."""
-
-
-PER_SAMPLE = PerSample()
-
-
-def batch_source(rng: np.random.Generator | None) -> Any:
-    """What a random step draws from when a whole batch is transformed at once."""
-    if rng is not None:
-        return rng
-    if flowloader.sample_rng(0) is not None:  # inside a loader: per-sample generators
-        return PER_SAMPLE
-    return GLOBAL_RNG
+def resolve(own: Any, given: Any = None) -> Any:
+    """The generator a draw uses: ``own`` (the transform's), else ``given`` (the call's), else
+    the loading sample's, else NumPy's global RNG."""
+    if own is not None:
+        return own
+    if given is not None:
+        return given
+    current = flowloader.sample_rng()
+    return GLOBAL_RNG if current is None else current

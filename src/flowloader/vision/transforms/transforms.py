@@ -1,9 +1,8 @@
 """torchvision's transform classes: thin wrappers over :mod:`functional`.
 
-Random transforms draw from ``rng`` (a ``numpy.random.Generator``) when one is given; else,
-inside a DataLoader, from the sample's own generator (``flowloader.sample_rng()``, the same
-for any ``num_workers``), and elsewhere from NumPy's global RNG. Transforms with an
-``apply_batch`` method can run over a whole batch at once (see :mod:`batch`).
+Random transforms (and ``Compose``) take the generator to draw from as an argument,
+``transform(img, rng=...)``; :mod:`rng` says what they draw from when it is left out. How a
+pipeline runs over a whole batch is :mod:`flowloader.vision.plan`'s business.
 """
 
 from __future__ import annotations
@@ -16,38 +15,32 @@ from typing import Any
 
 import numpy as np
 
-from flowloader.collate import empty_batch_array
-
 from . import functional as F
 from . import rng as _rng
-from .batch import ImageBatch
 from .functional import InterpolationMode
 
 
 class Compose:
-    """Apply transforms one after the other."""
+    """Apply transforms one after the other; random ones draw from ``rng`` when given."""
+
+    takes_rng = True
 
     def __init__(self, transforms: Sequence[Callable[[Any], Any]]) -> None:
         self.transforms = list(transforms)
 
-    def __call__(self, img: Any) -> Any:
-        steps = self.transforms
-        position = 0
-        while position < len(steps):
-            step = steps[position]
-            following = steps[position + 1] if position + 1 < len(steps) else None
-            if type(step) is ToTensor and type(following) is Normalize:
-                # One pass into one array, bit-identical to the two steps (see functional).
-                img = F.to_normalized_tensor(img, following.mean, following.std)
-                position += 2
-                continue
-            img = step(img)
-            position += 1
-        return img
+    def __call__(self, img: Any, rng: np.random.Generator | None = None) -> Any:
+        from ..plan import plan_for  # the planner builds on these classes
+
+        return plan_for(self).apply(img, rng)
 
     def __repr__(self) -> str:
         lines = [f"    {t!r}" for t in self.transforms]
         return "\n".join([f"{type(self).__name__}(", *lines, ")"])
+
+
+def call_step(step: Callable[..., Any], img: Any, rng: Any) -> Any:
+    """``step(img)``, handing ``rng`` to the steps that draw (``takes_rng``)."""
+    return step(img, rng) if getattr(step, "takes_rng", False) else step(img)
 
 
 class _Repr:
@@ -64,32 +57,6 @@ class ToTensor(_Repr):
     def __call__(self, pic: Any) -> np.ndarray:
         return F.to_tensor(pic)
 
-    @staticmethod
-    def fuse_batch(batch: ImageBatch, following: Any) -> bool:
-        """uint8 pixels then Normalize: both can run in place in one output array."""
-        return (
-            batch.layout == "pil"
-            and batch.array.dtype == np.uint8
-            and isinstance(following, Normalize)
-        )
-
-    def apply_fused(self, batch: ImageBatch, normalize: Normalize) -> ImageBatch:
-        """ToTensor + Normalize in place in one output array, which lies where the batch will
-        travel. The same float32 operations in the same order as the two steps apart, so the
-        result is bit-identical; it just skips the intermediate arrays."""
-        chw = batch.chw_view()
-        out = empty_batch_array(chw.shape, np.float32)
-        normalized = F.scaled_normalized_into(chw, out, normalize.mean, normalize.std)
-        return ImageBatch(normalized, "tensor")
-
-    def apply_batch(self, batch: ImageBatch, draws: Any) -> ImageBatch:
-        if batch.layout != "pil":
-            raise TypeError("ToTensor expects images, not arrays that were already converted")
-        chw = batch.chw_view()
-        if chw.dtype == np.uint8:
-            return ImageBatch(chw.astype(np.float32) / np.float32(255), "tensor")
-        return ImageBatch(np.ascontiguousarray(chw), "tensor")
-
 
 class PILToTensor(_Repr):
     """PIL image or HWC array -> CHW array of the same dtype (uint8 for 8-bit images), unscaled;
@@ -97,9 +64,6 @@ class PILToTensor(_Repr):
 
     def __call__(self, pic: Any) -> np.ndarray:
         return F.pil_to_tensor(pic)
-
-    def apply_batch(self, batch: ImageBatch, draws: Any) -> ImageBatch:
-        return ImageBatch(np.ascontiguousarray(batch.chw_view()), "tensor")
 
 
 class Normalize(_Repr):
@@ -112,11 +76,6 @@ class Normalize(_Repr):
 
     def __call__(self, tensor: np.ndarray) -> np.ndarray:
         return F.normalize(tensor, self.mean, self.std, self.inplace)
-
-    def apply_batch(self, batch: ImageBatch, draws: Any) -> ImageBatch:
-        if batch.layout != "tensor":
-            raise TypeError("Normalize expects arrays; put ToTensor before it")
-        return ImageBatch(F.normalize(batch.array, self.mean, self.std, inplace=True), "tensor")
 
 
 class Resize(_Repr):
@@ -190,34 +149,26 @@ class Grayscale(_Repr):
 
 
 class _RandomTransform(_Repr):
-    """A transform that draws from ``rng``, else from the sample's generator inside a
-    DataLoader, else from NumPy's global RNG."""
+    """A transform that draws at random; see :mod:`rng` for where from."""
+
+    takes_rng = True
 
     def __init__(self, rng: np.random.Generator | None = None) -> None:
         self.rng = rng
 
-    def generator(self) -> Any:
-        return _rng.resolve(self.rng)
+    def generator(self, given: Any = None) -> Any:
+        return _rng.resolve(self.rng, given)
 
 
 class _RandomFlip(_RandomTransform):
     _fields = ("p",)
-    draws_per_sample = 1
 
     def __init__(self, p: float = 0.5, *, rng: np.random.Generator | None = None) -> None:
         super().__init__(rng)
         self.p = p
 
-    def __call__(self, img: Any) -> Any:
-        return self._flip(img) if self.generator().random() < self.p else img
-
-    def apply_batch(self, batch: ImageBatch, draws: np.ndarray) -> ImageBatch:
-        chosen = np.nonzero(draws < self.p)[0]
-        if len(chosen):
-            array = batch.array
-            axis = self._axis(batch)
-            array[chosen] = np.flip(array[chosen], axis=axis)
-        return batch
+    def __call__(self, img: Any, rng: np.random.Generator | None = None) -> Any:
+        return self._flip(img) if self.generator(rng).random() < self.p else img
 
 
 class RandomHorizontalFlip(_RandomFlip):
@@ -225,19 +176,11 @@ class RandomHorizontalFlip(_RandomFlip):
 
     _flip = staticmethod(F.hflip)
 
-    @staticmethod
-    def _axis(batch: ImageBatch) -> int:
-        return batch.width_axis()
-
 
 class RandomVerticalFlip(_RandomFlip):
     """Mirror top-bottom with probability ``p``."""
 
     _flip = staticmethod(F.vflip)
-
-    @staticmethod
-    def _axis(batch: ImageBatch) -> int:
-        return batch.height_axis()
 
 
 class RandomCrop(_RandomTransform):
@@ -276,12 +219,12 @@ class RandomCrop(_RandomTransform):
             )
         if (width, height) == (tw, th):
             return 0, 0, height, width
-        draw = _rng.resolve(rng)
+        draw = _rng.resolve(None, rng)
         top = draw.integers(0, height - th + 1)
         left = draw.integers(0, width - tw + 1)
         return int(top), int(left), th, tw
 
-    def __call__(self, img: Any) -> Any:
+    def __call__(self, img: Any, rng: np.random.Generator | None = None) -> Any:
         if self.padding is not None:
             img = F.pad(img, self.padding, self.fill, self.padding_mode)
         _, height, width = F.get_dimensions(img)
@@ -289,7 +232,7 @@ class RandomCrop(_RandomTransform):
             img = F.pad(img, [self.size[1] - width, 0], self.fill, self.padding_mode)
         if self.pad_if_needed and height < self.size[0]:
             img = F.pad(img, [0, self.size[0] - height], self.fill, self.padding_mode)
-        top, left, h, w = self.get_params(img, self.size, self.rng)
+        top, left, h, w = self.get_params(img, self.size, self.generator(rng))
         return F.crop(img, top, left, h, w)
 
 
@@ -330,10 +273,10 @@ class RandomResizedCrop(_RandomTransform):
     ) -> tuple[int, int, int, int]:
         """(top, left, height, width) of the crop, drawn as torchvision draws it."""
         _, height, width = F.get_dimensions(img)
-        return crop_box(height, width, scale, ratio, _rng.resolve(rng))
+        return crop_box(height, width, scale, ratio, _rng.resolve(None, rng))
 
-    def __call__(self, img: Any) -> Any:
-        top, left, h, w = self.get_params(img, self.scale, self.ratio, self.rng)
+    def __call__(self, img: Any, rng: np.random.Generator | None = None) -> Any:
+        top, left, h, w = self.get_params(img, self.scale, self.ratio, self.generator(rng))
         return F.resized_crop(img, top, left, h, w, self.size, self.interpolation, self.antialias)
 
 
@@ -408,8 +351,8 @@ class ColorJitter(_RandomTransform):
             return None
         return value
 
-    def get_params(self) -> tuple[np.ndarray, Any, Any, Any, Any]:
-        draw = self.generator()
+    def get_params(self, rng: Any = None) -> tuple[np.ndarray, Any, Any, Any, Any]:
+        draw = self.generator(rng)
         order = draw.permutation(4)
         factors = [
             None if r is None else draw.uniform(r[0], r[1])
@@ -417,8 +360,8 @@ class ColorJitter(_RandomTransform):
         ]
         return (order, *factors)
 
-    def __call__(self, img: Any) -> Any:
-        order, brightness, contrast, saturation, hue = self.get_params()
+    def __call__(self, img: Any, rng: np.random.Generator | None = None) -> Any:
+        order, brightness, contrast, saturation, hue = self.get_params(rng)
         adjust = {
             0: (F.adjust_brightness, brightness),
             1: (F.adjust_contrast, contrast),

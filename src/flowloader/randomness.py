@@ -1,0 +1,172 @@
+"""Per-sample random generators that do not depend on ``num_workers``, handed to the code that
+loads a sample instead of found in module state.
+
+In an epoch, sample ``i``'s generator is NumPy's Philox keyed by (epoch seed, ``i``). The
+loader draws the epoch seed in the main process, once per epoch, and passes it with every
+batch as :class:`SampleSeeds`, so sample ``i`` gets the same generator whichever worker (or
+none) loads it, and after a resume.
+
+How a dataset receives its generators:
+
+- ``__getitems__(indices, rngs=None)``: a dataset whose batch method takes ``rngs`` gets a
+  :class:`SampleRngs`, ``rngs[k]`` being a fresh generator for ``indices[k]``.
+- ``__getitem__(index)`` (code written for torch): while sample ``i`` loads,
+  :func:`sample_rng` returns its generator, which is what a random transform called without a
+  generator draws from. That "current sample" is a ``ContextVar``: each thread sees its own.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "SampleRngs",
+    "SampleSeeds",
+    "load_one_by_one",
+    "sample_context",
+    "sample_rng",
+    "takes_rngs",
+]
+
+_MASK = (1 << 64) - 1
+
+
+class SampleSeeds:
+    """One epoch's randomness: the generator of any sample of that epoch."""
+
+    __slots__ = ("epoch_seed",)
+
+    def __init__(self, epoch_seed: int) -> None:
+        self.epoch_seed = int(epoch_seed)
+
+    def generator(self, index: int) -> np.random.Generator:
+        """A fresh generator for sample ``index``: the same numbers every time it is asked."""
+        key = [self.epoch_seed & _MASK, int(index) & _MASK]
+        return np.random.Generator(np.random.Philox(key=key))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SampleSeeds) and other.epoch_seed == self.epoch_seed
+
+    def __hash__(self) -> int:
+        return hash(self.epoch_seed)
+
+    def __repr__(self) -> str:
+        return f"SampleSeeds({self.epoch_seed})"
+
+
+class SampleRngs(Sequence):
+    """The generators of a batch's samples, made when asked for (a batch that draws nothing
+    builds none): ``rngs[k]`` is a fresh generator for ``indices[k]``. A dataset takes it once
+    per sample and passes that generator on to everything the sample's load draws from."""
+
+    __slots__ = ("indices", "seeds")
+
+    def __init__(self, seeds: SampleSeeds, indices: Sequence[int]) -> None:
+        self.seeds, self.indices = seeds, indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return SampleRngs(self.seeds, self.indices[k])
+        return self.seeds.generator(self.indices[k])
+
+    def for_indices(self, indices: Sequence[int]) -> SampleRngs:
+        """The same epoch's generators for other indices (a wrapper's inner ones)."""
+        return SampleRngs(self.seeds, indices)
+
+
+class _Loading:
+    """What :func:`sample_rng` answers from: the epoch's seeds, and the sample now loading
+    with its generator (made at the first ask, then continued by every later ask)."""
+
+    __slots__ = ("generator", "index", "seeds")
+
+    def __init__(self, seeds: SampleSeeds | None, index: Any, generator: Any = None) -> None:
+        self.seeds, self.index, self.generator = seeds, index, generator
+
+    def current(self) -> np.random.Generator | None:
+        if self.generator is None and self.seeds is not None and self.index is not None:
+            self.generator = self.seeds.generator(self.index)
+        return self.generator
+
+
+_loading: contextvars.ContextVar[_Loading | None] = contextvars.ContextVar(
+    "flowloader_loading", default=None
+)
+
+
+class sample_context:
+    """Within the block, :func:`sample_rng` is sample ``index``'s generator (or ``rng``, when
+    given). The loader enters it around every ``dataset[i]``; a dataset whose
+    ``__getitems__`` loads samples one by one can wrap each load in it. ``seeds`` defaults to
+    the seeds of the batch being fetched."""
+
+    __slots__ = ("loading", "token")
+
+    def __init__(self, index: Any, rng: Any = None, seeds: SampleSeeds | None = None) -> None:
+        if seeds is None:
+            outer = _loading.get()
+            seeds = outer.seeds if outer is not None else None
+        self.loading = _Loading(seeds, index, rng)
+
+    def __enter__(self) -> None:
+        self.token = _loading.set(self.loading)
+
+    def __exit__(self, *exc: object) -> None:
+        _loading.reset(self.token)
+
+
+def sample_rng(index: int | None = None) -> np.random.Generator | None:
+    """The generator of the sample being loaded (the same one for every ask during that
+    load), or a fresh one for sample ``index`` of this epoch.
+
+    None outside a DataLoader, or when the sample has no index (IterableDataset streams): then
+    draw from NumPy's global RNG, which every worker seeds differently.
+    """
+    loading = _loading.get()
+    if loading is None:
+        return None
+    if index is not None:
+        return None if loading.seeds is None else loading.seeds.generator(index)
+    return loading.current()
+
+
+def load_one_by_one(
+    dataset: Any,
+    indices: Sequence[int],
+    rngs: Sequence[Any] | None = None,
+    skip: tuple[type[Exception], ...] = (),
+    skipped: list[tuple[int, Exception]] | None = None,
+) -> list[Any]:
+    """``[dataset[i] for i in indices]``, each load inside its own :class:`sample_context`
+    (with ``rngs[k]`` when given): what a batch path falls back to when it cannot take the
+    batch whole. A load that raises one of ``skip`` is left out and appended to ``skipped``
+    as (index, error)."""
+    samples = []
+    for k, i in enumerate(indices):
+        if isinstance(rngs, SampleRngs):  # lazily: only a load that draws makes its generator
+            context = sample_context(rngs.indices[k], seeds=rngs.seeds)
+        else:
+            context = sample_context(i, None if rngs is None else rngs[k])
+        with context:
+            try:
+                samples.append(dataset[i])
+            except skip as error:
+                assert skipped is not None
+                skipped.append((i, error))
+    return samples
+
+
+def takes_rngs(getitems: Callable[..., Any]) -> bool:
+    """True if a ``__getitems__`` accepts the batch's generators as ``rngs=``."""
+    try:
+        return "rngs" in inspect.signature(getitems).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False

@@ -1,0 +1,308 @@
+"""One plan per transform pipeline: how an image, or a whole batch, is decoded, transformed
+and converted. ``Compose`` runs through it, and every image dataset asks it for its batches
+(MNIST, CIFAR, DatasetFolder/ImageFolder); a pipeline it cannot plan runs step by step.
+
+A pipeline is read as ``[geometry] [other steps...] [flips...] [conversion]``:
+
+- **conversion**: a final ``ToTensor``, ``ToTensor`` + ``Normalize`` or ``PILToTensor``. It
+  is written straight into the output array, one slot per image, which the caller provides
+  (inside a DataLoader worker: the shared memory the batch travels in). ToTensor + Normalize
+  is one pass with the same float32 operations in the same order as the two steps: the same
+  bits, without the intermediate arrays.
+- **flips** just before it are views of the pixels the conversion reads: free.
+- **geometry**: a leading ``RandomResizedCrop``, ``Resize``, or ``Resize`` + ``CenterCrop``,
+  which for a JPEG file is planned from its header: libjpeg decodes at 1/2, 1/4 or 1/8 scale
+  when the kept region still has the output's resolution at that scale, and one Pillow call
+  resizes only the kept region (a CenterCrop after a Resize becomes that call's box). That
+  changes the result slightly (``tests/unit/vision/test_reduced_decode.py`` bounds it), so it
+  is the only part that can be switched off (``reduced=False``; the datasets' argument is
+  ``reduced_decode``). Where no reduction applies the plain calls run, exactly. Pillow cannot
+  decode only a region of a JPEG, so the whole file is always decoded.
+
+Everything else is exact: the same random draws in the same order from the same generators,
+and the same bits as running the steps one by one. Random steps draw from the generator
+handed in for each image (see :mod:`flowloader.vision.transforms.rng`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from . import decode
+from .transforms import functional as F
+from .transforms import rng as _rng
+from .transforms.transforms import (
+    CenterCrop,
+    Normalize,
+    PILToTensor,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    RandomVerticalFlip,
+    Resize,
+    ToTensor,
+    call_step,
+)
+
+Allocate = Callable[[tuple[int, ...], Any], np.ndarray]
+
+
+def plan_for(transform: Any) -> Plan:
+    """The plan of ``transform`` (a Compose, a single transform, or None), kept on the Compose
+    and rebuilt when its list of steps changes."""
+    steps = tuple(getattr(transform, "transforms", ()) if transform is not None else ())
+    if transform is not None and not hasattr(transform, "transforms"):
+        steps = (transform,)
+    cached = getattr(transform, "_flowloader_plan", None)
+    if cached is not None and cached.steps == steps:
+        return cached
+    plan = Plan(steps)
+    if hasattr(transform, "transforms"):
+        transform._flowloader_plan = plan
+    return plan
+
+
+class Plan:
+    """The parts of one pipeline (see the module docstring)."""
+
+    def __init__(self, steps: Sequence[Any]) -> None:
+        self.steps = tuple(steps)
+        self.conversion, self.normalize, tail = _conversion_of(self.steps)
+        end = len(self.steps) - tail
+        start = end
+        if self.conversion is not None:
+            while start > 0 and type(self.steps[start - 1]) in _FLIP_AXES:
+                start -= 1
+        self.head, self.flips = self.steps[:start], self.steps[start:end]
+        self.geometry = Geometry.of(self.head)
+
+    @property
+    def batchable(self) -> bool:
+        """True if a stack of images' pixels can be converted whole: nothing but flips
+        before the conversion."""
+        return self.conversion is not None and not self.head
+
+    # One image -----------------------------------------------------------------------------
+
+    def apply(self, img: Any, rng: Any = None) -> Any:
+        """The pipeline on one image: the same result as running the steps one by one."""
+        img = self.run_head(img, rng)
+        return self.finish(img, rng)
+
+    def run_head(self, img: Any, rng: Any = None) -> Any:
+        for step in self.head:
+            img = call_step(step, img, rng)
+        return img
+
+    def load(self, source: str | bytes, rng: Any = None, reduced: bool = True) -> Any:
+        """An image file (a path or its bytes) through everything before the flips, the
+        geometry planned from the JPEG header when ``reduced``."""
+        image = decode.open_lazily(source)
+        if not reduced or self.geometry is None or image.format != "JPEG":
+            return self.run_head(decode.decoded_rgb(image), rng)
+        image = self.geometry.decode(image, rng)
+        for step in self.head[self.geometry.consumed :]:
+            image = call_step(step, image, rng)
+        return image
+
+    def finish(self, img: Any, rng: Any = None, out: np.ndarray | None = None) -> Any:
+        """Flips and conversion of an image that went through the head; into ``out`` when
+        given (its shape must be :meth:`output_shape`'s)."""
+        pixels = _pixels_hwc(img) if self.conversion is not None else None
+        if pixels is None:  # no conversion to fuse, or not an 8-bit image: step by step
+            assert out is None, "output_shape() said this image is not written whole"
+            for step in self.steps[len(self.head) :]:
+                img = call_step(step, img, rng)
+            return img
+        for step in self.flips:
+            if step.generator(rng).random() < step.p:
+                pixels = np.flip(pixels, _FLIP_AXES[type(step)])
+        return self._convert(_chw(pixels), out)
+
+    def output_shape(self, img: Any) -> tuple[int, ...] | None:
+        """The shape :meth:`finish` gives ``img``, or None if it is not written whole."""
+        pixels = _pixels_hwc(img) if self.conversion is not None else None
+        if pixels is None:
+            return None
+        height, width = pixels.shape[:2]
+        return (1 if pixels.ndim == 2 else pixels.shape[2], height, width)
+
+    @property
+    def dtype(self) -> Any:
+        return np.uint8 if self.conversion == "uint8" else np.float32
+
+    def _convert(self, chw: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        if out is None:
+            out = np.empty(chw.shape, self.dtype)
+        if self.conversion == "uint8":
+            out[...] = chw
+        elif self.conversion == "normalized":
+            F.scaled_normalized_into(chw, out, self.normalize.mean, self.normalize.std)
+        else:
+            np.divide(chw, np.float32(255), out=out, dtype=np.float32)
+        return out
+
+    # A stack of images ---------------------------------------------------------------------
+
+    def apply_to_stack(
+        self, pixels: np.ndarray, rngs: Sequence[Any] | None, allocate: Allocate
+    ) -> np.ndarray:
+        """A batchable plan over (N, H, W[, C]) uint8 pixels, the pixels of N PIL images
+        (MNIST, CIFAR): flips in place, then one conversion into ``allocate(shape, dtype)``.
+        ``rngs[k]``: image k's generator (None: each step's own, or NumPy's global RNG)."""
+        assert self.batchable
+        for position, chosen in self._stack_flips(len(pixels), rngs):
+            axis = _FLIP_AXES[type(self.flips[position])] + 1
+            if len(chosen):
+                pixels[chosen] = np.flip(pixels[chosen], axis=axis)
+        chw = pixels[:, None] if pixels.ndim == 3 else pixels.transpose(0, 3, 1, 2)
+        return self._convert(chw, allocate(chw.shape, self.dtype))
+
+    def _stack_flips(self, count: int, rngs: Sequence[Any] | None) -> list[tuple[int, Any]]:
+        """Which images each flip mirrors. The draws come from each generator in the order
+        the step-by-step path asks for them: image by image, and within an image step by step.
+        """
+        per_image = object()
+        groups: dict[int, tuple[Any, list[int]]] = {}
+        for position, step in enumerate(self.flips):
+            if step.rng is not None:
+                source = step.rng
+            else:
+                source = per_image if rngs is not None else _rng.resolve(None)
+            groups.setdefault(id(source), (source, []))[1].append(position)
+        chosen = []
+        for source, positions in groups.values():
+            if source is per_image:
+                table = np.stack([rngs[k].random(len(positions)) for k in range(count)])
+            else:
+                table = np.asarray(source.random(count * len(positions)))
+            table = table.reshape(count, len(positions))
+            for column, position in enumerate(positions):
+                step = self.flips[position]
+                chosen.append((position, np.nonzero(table[:, column] < step.p)[0]))
+        return sorted(chosen, key=lambda item: item[0])
+
+
+class BatchWriter:
+    """Collects a batch's images one by one, each finished straight into its slot of one
+    batch array; when an image does not fit (another size, not 8-bit), the batch becomes a
+    list of separate images instead."""
+
+    def __init__(self, plan: Plan, count: int, allocate: Allocate) -> None:
+        self.plan, self.count, self.allocate = plan, count, allocate
+        self.array: np.ndarray | None = None
+        self.separate: list[Any] | None = None
+        self.added = 0
+
+    def add(self, img: Any, rng: Any = None) -> None:
+        plan = self.plan
+        if self.separate is None:
+            shape = plan.output_shape(img)
+            if self.array is None and shape is not None:
+                self.array = self.allocate((self.count, *shape), plan.dtype)
+            if shape is not None and self.array is not None and self.array.shape[1:] == shape:
+                plan.finish(img, rng, out=self.array[self.added])
+                self.added += 1
+                return
+            done = self.array[: self.added] if self.array is not None else ()
+            self.separate = [image.copy() for image in done]
+        self.separate.append(plan.finish(img, rng))
+        self.added += 1
+
+    def result(self) -> np.ndarray | list[Any]:
+        """The batch array, or the list of images when they did not all fit one."""
+        if self.separate is not None:
+            return self.separate
+        assert self.array is not None or self.count == 0
+        return self.array if self.array is not None else []
+
+
+class Geometry:
+    """A pipeline's first resize, planned from a JPEG's header (see the module docstring)."""
+
+    def __init__(self, first: Any, crop: CenterCrop | None) -> None:
+        self.first, self.crop = first, crop
+        self.consumed = 1 if crop is None else 2
+
+    @staticmethod
+    def of(head: Sequence[Any]) -> Geometry | None:
+        if not head or type(head[0]) not in (RandomResizedCrop, Resize):
+            return None
+        crop = head[1] if len(head) > 1 and type(head[0]) is Resize else None
+        return Geometry(head[0], crop if type(crop) is CenterCrop else None)
+
+    def decode(self, image: Image.Image, rng: Any) -> Image.Image:
+        """A lazily opened JPEG decoded and put through the planned step(s)."""
+        first = self.first
+        width, height = image.size
+        if isinstance(first, RandomResizedCrop):
+            top, left, h, w = first.get_params(
+                image, first.scale, first.ratio, first.generator(rng)
+            )
+            out_h, out_w = first.size
+            box = (left, top, left + w, top + h)
+        else:
+            out_h, out_w = F.resized_output_size(height, width, first.size, first.max_size)
+            box = (0, 0, width, height)
+        # A crop larger than the resized image pads: then it runs as itself, afterwards.
+        fused = self.crop is not None and self.crop.size[0] <= out_h and self.crop.size[1] <= out_w
+        if fused:
+            box = _center_crop_box(width, height, out_h, out_w, self.crop.size)
+            out_h, out_w = self.crop.size
+        factor = min((box[2] - box[0]) / out_w, (box[3] - box[1]) / out_h)
+        image = decode.decode_reduced(image, decode.reduction_for(factor))
+        resample = F.pil_filter(first.interpolation)
+        if image.size == (width, height) and not fused:  # no reduction: exactly the plain path
+            if isinstance(first, RandomResizedCrop):
+                image = F.resized_crop(image, top, left, h, w, first.size, first.interpolation)
+            elif (out_h, out_w) != (height, width):
+                image = image.resize((out_w, out_h), resample)
+        else:
+            sx, sy = image.width / width, image.height / height
+            scaled = (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
+            image = image.resize((out_w, out_h), resample, box=scaled)
+        if self.crop is not None and not fused:
+            image = self.crop(image)
+        return image
+
+
+def _center_crop_box(
+    width: int, height: int, resized_h: int, resized_w: int, crop: tuple[int, int]
+) -> tuple[float, float, float, float]:
+    """The region of the original image that Resize to (resized_h, resized_w) followed by
+    CenterCrop(crop) keeps (torchvision's rounding of the crop offset)."""
+    crop_h, crop_w = crop
+    top, left = round((resized_h - crop_h) / 2.0), round((resized_w - crop_w) / 2.0)
+    sx, sy = width / resized_w, height / resized_h
+    return (left * sx, top * sy, (left + crop_w) * sx, (top + crop_h) * sy)
+
+
+# The axis of an (H, W[, C]) image that each flip reverses.
+_FLIP_AXES = {RandomHorizontalFlip: 1, RandomVerticalFlip: 0}
+
+
+def _conversion_of(steps: Sequence[Any]) -> tuple[str | None, Normalize | None, int]:
+    """(kind, the Normalize step, how many final steps it covers) of a pipeline's end."""
+    kinds = [type(step) for step in steps[-2:]]
+    if kinds == [ToTensor, Normalize]:
+        return "normalized", steps[-1], 2
+    if kinds[-1:] == [ToTensor]:
+        return "float", None, 1
+    if kinds[-1:] == [PILToTensor]:
+        return "uint8", None, 1
+    return None, None, 0
+
+
+def _pixels_hwc(img: Any) -> np.ndarray | None:
+    """A PIL image's 8-bit pixels as an (H, W) or (H, W, C) array, or None for anything else
+    (NumPy arrays, whose flips and conversions follow tensor layout, run step by step)."""
+    if isinstance(img, Image.Image) and F.normalized_shape(img) is not None:
+        return np.asarray(img)
+    return None
+
+
+def _chw(pixels: np.ndarray) -> np.ndarray:
+    return (pixels[:, :, None] if pixels.ndim == 2 else pixels).transpose(2, 0, 1)
