@@ -5,8 +5,9 @@ processes), all on the same JPEG files with the same num_workers and batch size.
 Every peer runs torchvision's ImageFolder sample function (PIL decode, torchvision
 transforms) on its own engine and collates with torch's ``default_collate``, which is the work
 torch's DataLoader does; flowloader runs its own ImageFolder and transforms (the same
-numerics, its planned batch path). samples/s over ``batches`` batches after the first, and CPU
-seconds per 1,000 samples (all threads and worker processes). A peer that is not installed is
+numerics, its planned batch path). samples/s over the first ``batches`` batches of an epoch
+(2,000 images: 31 batches), start-up included, and CPU seconds per 1,000 samples (all threads
+and worker processes, which start with fork for torch and flowloader, spawn for grain). A peer that is not installed is
 left out.
 
     python -m benchmarks.peers [--workers 2] [--batches 30] [--runs 3] [--json out.json]
@@ -194,10 +195,12 @@ LOADERS: dict[str, tuple[str, Callable[[str, str, int], Built]]] = {
 def measure(
     build: Callable[[str, str, int], Built], pipeline: str, root: str, workers: int, batches: int
 ) -> tuple[float, float]:
-    """(samples/s, CPU seconds per 1,000 samples) over ``batches`` batches after the first."""
-    iterator, stop = build(pipeline, root, workers)
-    next(iterator)
+    """(samples/s, CPU seconds per 1,000 samples) for the first ``batches`` batches, start-up
+    included: a loader that computes ahead while its first batch is awaited (grain's
+    mp_prefetch fills most of an epoch before handing out the first batch) cannot look
+    faster than it is."""
     cpu, start, samples = _cpu_by_process(), time.perf_counter(), 0
+    iterator, stop = build(pipeline, root, workers)
     for _, (images, _) in zip(range(batches), iterator, strict=False):
         samples += len(images)
     elapsed = time.perf_counter() - start
