@@ -7,8 +7,8 @@ transforms) on its own engine and collates with torch's ``default_collate``, whi
 torch's DataLoader does; flowloader runs its own ImageFolder and transforms (the same
 numerics, its planned batch path). samples/s over the first ``batches`` batches of an epoch
 (2,000 images: 31 batches), start-up included, and CPU seconds per 1,000 samples (all threads
-and worker processes, which start with fork for torch and flowloader, spawn for grain). A peer that is not installed is
-left out.
+and worker processes, which start with fork for torch and flowloader, spawn for grain). A
+peer that is not installed is left out.
 
     python -m benchmarks.peers [--workers 2] [--batches 30] [--runs 3] [--json out.json]
 """

@@ -36,7 +36,7 @@ class BatchDraws(Draws):
 
 def batches(dataset, **kwargs) -> list[np.ndarray]:
     loader = fl.DataLoader(dataset, batch_size=4, shuffle=True, generator=7, **kwargs)
-    return [batch for batch in loader]
+    return list(loader)
 
 
 def test_a_batch_path_is_handed_the_same_generators_as_the_per_sample_path() -> None:
