@@ -65,7 +65,7 @@ __all__ = [
 assert __all__ == sorted(__all__)
 
 # Public subpackages reached as attributes without their own import statement.
-_LAZY_SUBPACKAGES = frozenset({"utils", "vision"})
+_LAZY_SUBPACKAGES = frozenset({"shards", "utils", "vision"})
 
 
 def __getattr__(name: str) -> Any:

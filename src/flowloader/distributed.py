@@ -106,12 +106,15 @@ class DistributedSampler(Sampler[int]):
                 f"DistributedSampler was built for {self._size} samples but the dataset now has "
                 f"{size}; did the dataset change length?"
             )
-        if self.shuffle:
-            order = np.random.default_rng(self.seed + self.epoch).permutation(size)
-        else:
-            order = np.arange(size)
+        order = self._epoch_order()
         count = self._pass_length(start) * self.num_replicas
         return np.resize(order, start + count)[start:] if count else order[:0]
+
+    def _epoch_order(self) -> np.ndarray:
+        """Every index of the dataset, in this epoch's order (before it is dealt out)."""
+        if self.shuffle:
+            return np.random.default_rng(self.seed + self.epoch).permutation(self._size)
+        return np.arange(self._size)
 
     def _pass_length(self, start: int, replicas: int | None = None) -> int:
         """Samples per rank in a pass beginning at ``start`` (num_samples when it is 0), over

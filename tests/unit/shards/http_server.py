@@ -1,0 +1,70 @@
+"""A real HTTP server on 127.0.0.1 serving a directory, with byte ranges and injectable
+faults: latency, a connection dropped mid-file, a truncated file."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import threading
+import time
+from collections import Counter
+
+
+class ShardServer:
+    """``with ShardServer(directory) as server: server.url("part-000.tar")``."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.latency_s = 0.0
+        self.drop_next: Counter[str] = Counter()  # name -> how many GETs to cut halfway
+        self.truncate: dict[str, int] = {}  # name -> bytes to serve (Content-Length too)
+        self.gets: Counter[str] = Counter()
+        self.ranges: Counter[str] = Counter()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                name = self.path.lstrip("/")
+                path = os.path.join(server.directory, name)
+                time.sleep(server.latency_s)
+                if not os.path.isfile(path):
+                    self.send_error(404)
+                    return
+                with open(path, "rb") as stream:
+                    data = stream.read()
+                data = data[: server.truncate.get(name, len(data))]
+                wanted = self.headers.get("Range")
+                if wanted:
+                    server.ranges[name] += 1
+                    first, last = (int(x) for x in wanted.removeprefix("bytes=").split("-"))
+                    data = data[first : last + 1]
+                    self.send_response(206)
+                else:
+                    server.gets[name] += 1
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if server.drop_next[name] > 0:
+                    server.drop_next[name] -= 1
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self.wfile.write(data)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/{name}"
+
+    def __enter__(self) -> ShardServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
