@@ -1,5 +1,5 @@
 """torchvision-compatible datasets: MNIST, FashionMNIST, CIFAR10, CIFAR100, DatasetFolder,
-ImageFolder, FakeData."""
+ImageFolder, FakeData, and ImageShards (tar shards)."""
 
 from .cifar import CIFAR10, CIFAR100
 from .fake import FakeData, make_cifar, make_image_folder, make_mnist
@@ -12,6 +12,7 @@ from .folder import (
     has_file_allowed_extension,
     make_dataset,
 )
+from .image_shards import ImageShards
 from .mnist import MNIST, FashionMNIST
 from .vision import StandardTransform, VisionDataset
 
@@ -24,6 +25,7 @@ __all__ = [
     "FakeData",
     "FashionMNIST",
     "ImageFolder",
+    "ImageShards",
     "StandardTransform",
     "VisionDataset",
     "default_loader",

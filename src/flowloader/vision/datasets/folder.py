@@ -16,14 +16,10 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from flowloader import stats
-from flowloader.collate import CollatedSamples, empty_batch_array
-from flowloader.dataset import overrides_getitem
-from flowloader.randomness import load_one_by_one, sample_context
-
 from .. import decode
-from ..plan import BatchWriter, Plan, plan_for
-from .vision import VisionDataset, checked_targets
+from ..plan import Plan
+from .planned import PlannedImageDataset, located
+from .vision import checked_targets
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
@@ -136,7 +132,7 @@ def default_loader(path: str | Path) -> Any:
     return pil_loader(path)
 
 
-class DatasetFolder(VisionDataset):
+class DatasetFolder(PlannedImageDataset):
     """Samples in ``root/<class>/.../<file>``, loaded by ``loader``; see torchvision."""
 
     def __init__(
@@ -200,15 +196,6 @@ class DatasetFolder(VisionDataset):
     def targets(self, targets: Sequence[int]) -> None:
         self._table.targets = checked_targets(targets, self._table.targets)
 
-    def __getitem__(self, index: int) -> tuple[Any, Any]:
-        plan = plan_for(self.transform)
-        image, target = self._load(index, plan, None)
-        with stats.stage("transform"):
-            sample = plan.finish(image)
-            if self.target_transform is not None:
-                target = self.target_transform(target)
-        return sample, target
-
     def _load(self, index: int, plan: Plan, rng: Any) -> tuple[Any, int]:
         """Sample ``index`` through its plan's head (decode planned with it when the default
         loader reads the file); errors name the file."""
@@ -218,45 +205,10 @@ class DatasetFolder(VisionDataset):
                 return plan.load(path, rng, reduced=self.reduced_decode), target
             return plan.run_head(self.loader(path), rng), target
         except Exception as error:
-            raise _located(error, path, index) from error
-
-    def __getitems__(self, indices: list[int], rngs: Sequence[Any] | None = None) -> Any:
-        """A batch, bit-identical to ``[self[i] for i in indices]``; ``rngs[k]`` is sample
-        k's generator (see :mod:`flowloader.randomness`). When the transform ends in a
-        conversion, each image is converted straight into one batch array (inside a
-        DataLoader worker, the shared memory the batch travels in): no per-sample array, and
-        nothing left for collate to copy."""
-        plan = plan_for(self.transform)
-        if (
-            overrides_getitem(self, DatasetFolder)
-            or self.target_transform is not None
-            or plan.conversion is None
-        ):
-            return load_one_by_one(self, indices, rngs)
-        writer = BatchWriter(plan, len(indices), empty_batch_array)
-        targets = np.empty(len(indices), dtype=np.int64)
-        for k, index in enumerate(indices):
-            rng = None if rngs is None else rngs[k]
-            with sample_context(index, rng):  # for steps that ask flowloader.sample_rng()
-                image, targets[k] = self._load(index, plan, rng)
-                with stats.stage("transform"):
-                    writer.add(image, rng)
-        images = writer.result()
-        if isinstance(images, list):  # the images did not fit one array
-            return [(image, int(target)) for image, target in zip(images, targets, strict=True)]
-        return CollatedSamples((images, targets), lambda k: (images[k], int(targets[k])))
+            raise located(error, path, index) from error
 
     def __len__(self) -> int:
         return len(self._table)
-
-
-def _located(error: Exception, path: str, index: int) -> Exception:
-    """The same kind of error, saying which file and which sample could not be loaded."""
-    message = f"cannot load sample {index} from {path}: {type(error).__name__}: {error}"
-    try:
-        return type(error)(message)
-    except Exception:
-        return OSError(message)
 
 
 class ImageFolder(DatasetFolder):

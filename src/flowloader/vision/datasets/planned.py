@@ -1,0 +1,72 @@
+"""The base of the image datasets that decode one file per sample (DatasetFolder,
+ImageShards): every sample goes through the transform's plan, and a batch is converted
+straight into one array."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from flowloader import stats
+from flowloader.collate import CollatedSamples, empty_batch_array
+from flowloader.dataset import overrides_getitem
+from flowloader.randomness import load_one_by_one, sample_context
+
+from ..plan import BatchWriter, Plan, plan_for
+from .vision import VisionDataset
+
+
+class PlannedImageDataset(VisionDataset):
+    """Samples (image, int target); a subclass says how to read sample ``index`` through a
+    plan's head (:meth:`_load`)."""
+
+    def _load(self, index: int, plan: Plan, rng: Any) -> tuple[Any, int]:
+        """Sample ``index``'s image after ``plan``'s head, and its target; errors say which
+        sample and where it is stored."""
+        raise NotImplementedError
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        plan = plan_for(self.transform)
+        image, target = self._load(index, plan, None)
+        with stats.stage("transform"):
+            sample = plan.finish(image)
+            if self.target_transform is not None:
+                target = self.target_transform(target)
+        return sample, target
+
+    def __getitems__(self, indices: list[int], rngs: Sequence[Any] | None = None) -> Any:
+        """A batch, bit-identical to ``[self[i] for i in indices]``; ``rngs[k]`` is sample
+        k's generator (see :mod:`flowloader.randomness`). When the transform ends in a
+        conversion, each image is converted straight into one batch array (inside a
+        DataLoader worker, the shared memory the batch travels in): no per-sample array, and
+        nothing left for collate to copy."""
+        plan = plan_for(self.transform)
+        if (
+            overrides_getitem(self, PlannedImageDataset)
+            or self.target_transform is not None
+            or plan.conversion is None
+        ):
+            return load_one_by_one(self, indices, rngs)
+        writer = BatchWriter(plan, len(indices), empty_batch_array)
+        targets = np.empty(len(indices), dtype=np.int64)
+        for k, index in enumerate(indices):
+            rng = None if rngs is None else rngs[k]
+            with sample_context(index, rng):  # for steps that ask flowloader.sample_rng()
+                image, targets[k] = self._load(index, plan, rng)
+                with stats.stage("transform"):
+                    writer.add(image, rng)
+        images = writer.result()
+        if isinstance(images, list):  # the images did not fit one array
+            return [(image, int(target)) for image, target in zip(images, targets, strict=True)]
+        return CollatedSamples((images, targets), lambda k: (images[k], int(targets[k])))
+
+
+def located(error: Exception, where: str, index: int) -> Exception:
+    """The same kind of error, saying which sample could not be loaded and from where."""
+    message = f"cannot load sample {index} from {where}: {type(error).__name__}: {error}"
+    try:
+        return type(error)(message)
+    except Exception:
+        return OSError(message)
