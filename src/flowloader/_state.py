@@ -75,6 +75,15 @@ def check_resumable(state: dict[str, Any], plan: LoadPlan) -> None:
         raise ValueError(
             "this DataLoader state does not fit this loader: " + "; ".join(differences)
         )
+    saved_workers = state.get("num_workers", plan.num_workers)
+    if plan.iterable and state.get("batches_yielded", 0) and saved_workers != plan.num_workers:
+        # Each worker iterates its own share of a stream: the delivered batches can only be
+        # replayed by as many workers (an in-process state only by an in-process loader).
+        raise ValueError(
+            f"this state was saved mid-epoch with num_workers={saved_workers}; an "
+            "IterableDataset resumes only onto the same num_workers (each worker iterates "
+            f"its own share of the stream), not num_workers={plan.num_workers}"
+        )
 
 
 def build(

@@ -5,6 +5,7 @@ from .cache import ShardCache
 from .dataset import ShardedDataset
 from .remote import RemoteShardError
 from .sampler import ShardSampler
+from .stream import ShardStream
 from .tar_index import ShardFormatError, ShardIndex
 from .urls import expand_braces, shard_list
 from .writer import write_shards
@@ -15,6 +16,7 @@ __all__ = [
     "ShardFormatError",
     "ShardIndex",
     "ShardSampler",
+    "ShardStream",
     "ShardedDataset",
     "expand_braces",
     "shard_list",
