@@ -34,6 +34,8 @@ SUITES = {
     "threads_vs_processes": ("Loader threads or worker processes? (issue 8)", False),
     "torch_datasets": ("Torch datasets through flowloader.DataLoader (issue 12)", True),
     "peers": ("ImageNet pipelines against SPDL, Grain and torchdata.nodes (issue 14)", True),
+    "shards": ("Training from tar shards, local and over HTTP (issue 15)", False),
+    "shard_shuffle": ("How well ShardSampler shuffles (issue 15)", False),
     "worker_memory": ("Worker memory with two million file paths (issue 4)", False),
     "stats_overhead": ("Cost of the always-on statistics (issue 5)", False),
     "checkpoint_cost": ("Cost of DataLoader.state_dict() (issue 6)", False),

@@ -8,12 +8,12 @@ import os
 import urllib.request
 
 import pytest
+from benchmarks.shard_server import ShardServer
 
 from flowloader.shards import RemoteShardError, ShardCache, ShardedDataset, write_shards
 from flowloader.shards.tar_index import INDEX_SUFFIX
 
 from .conftest import numbered_samples
-from .http_server import ShardServer
 
 
 @pytest.fixture

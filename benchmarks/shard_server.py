@@ -1,5 +1,6 @@
-"""A real HTTP server on 127.0.0.1 serving a directory, with byte ranges and injectable
-faults: latency, a connection dropped mid-file, a truncated file."""
+"""A real HTTP server on 127.0.0.1 serving a directory, with byte ranges, a per-request
+latency, a bandwidth cap, and injectable faults (a connection dropped mid-file, a truncated
+file). The shard benchmarks and the shard tests both use it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ class ShardServer:
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.latency_s = 0.0
+        self.bytes_per_s: float | None = None  # a bandwidth cap per connection
         self.drop_next: Counter[str] = Counter()  # name -> how many GETs to cut halfway
         self.truncate: dict[str, int] = {}  # name -> bytes to serve (Content-Length too)
         self.gets: Counter[str] = Counter()
@@ -53,10 +55,22 @@ class ShardServer:
                     self.wfile.flush()
                     self.close_connection = True
                     return
-                self.wfile.write(data)
+                server.send(self.wfile, data)
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def send(self, out, data: bytes) -> None:
+        if self.bytes_per_s is None:
+            out.write(data)
+            return
+        chunk = 256 * 1024
+        started = time.perf_counter()
+        for start in range(0, len(data), chunk):
+            out.write(data[start : start + chunk])
+            ahead = (start + chunk) / self.bytes_per_s - (time.perf_counter() - started)
+            if ahead > 0:
+                time.sleep(ahead)
 
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/{name}"
