@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import functools
 import importlib.util
 import time
 from collections.abc import Callable, Iterator
@@ -121,14 +122,6 @@ def _spdl(pipeline: str, root: str, workers: int, processes: bool) -> Built:
     return iter(built.get_iterator(timeout=120)), stop
 
 
-def spdl_threads(pipeline: str, root: str, workers: int) -> Built:
-    return _spdl(pipeline, root, workers, processes=False)
-
-
-def spdl_processes(pipeline: str, root: str, workers: int) -> Built:
-    return _spdl(pipeline, root, workers, processes=True)
-
-
 def _grain(pipeline: str, root: str, workers: int, processes: bool) -> Built:
     import grain
     from torch.utils.data import default_collate
@@ -151,14 +144,6 @@ def _grain(pipeline: str, root: str, workers: int, processes: bool) -> Built:
     return iterator, stop
 
 
-def grain_threads(pipeline: str, root: str, workers: int) -> Built:
-    return _grain(pipeline, root, workers, processes=False)
-
-
-def grain_processes(pipeline: str, root: str, workers: int) -> Built:
-    return _grain(pipeline, root, workers, processes=True)
-
-
 def _torchdata(pipeline: str, root: str, workers: int, method: str) -> Built:
     import torch.utils.data
     from torchdata import nodes
@@ -172,23 +157,15 @@ def _torchdata(pipeline: str, root: str, workers: int, method: str) -> Built:
     return iterator, lambda: mapped.__del__() if hasattr(mapped, "__del__") else None
 
 
-def torchdata_threads(pipeline: str, root: str, workers: int) -> Built:
-    return _torchdata(pipeline, root, workers, "thread")
-
-
-def torchdata_processes(pipeline: str, root: str, workers: int) -> Built:
-    return _torchdata(pipeline, root, workers, "process")
-
-
 LOADERS: dict[str, tuple[str, Callable[[str, str, int], Built]]] = {
     "flowloader": ("flowloader", flowloader_loader),
     "torch": ("torch", torch_loader),
-    "spdl (threads)": ("spdl", spdl_threads),
-    "spdl (processes)": ("spdl", spdl_processes),
-    "grain (threads)": ("grain", grain_threads),
-    "grain (processes)": ("grain", grain_processes),
-    "torchdata.nodes (threads)": ("torchdata", torchdata_threads),
-    "torchdata.nodes (processes)": ("torchdata", torchdata_processes),
+    "spdl (threads)": ("spdl", functools.partial(_spdl, processes=False)),
+    "spdl (processes)": ("spdl", functools.partial(_spdl, processes=True)),
+    "grain (threads)": ("grain", functools.partial(_grain, processes=False)),
+    "grain (processes)": ("grain", functools.partial(_grain, processes=True)),
+    "torchdata.nodes (threads)": ("torchdata", functools.partial(_torchdata, method="thread")),
+    "torchdata.nodes (processes)": ("torchdata", functools.partial(_torchdata, method="process")),
 }
 
 
