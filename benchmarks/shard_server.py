@@ -5,10 +5,13 @@ file). The shard benchmarks and the shard tests both use it."""
 from __future__ import annotations
 
 import http.server
+import multiprocessing
 import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 
 class ShardServer:
@@ -82,3 +85,30 @@ class ShardServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def _serve(directory: str, latency_s: float, bytes_per_s: float | None, ports: object) -> None:
+    server = ShardServer(directory)
+    server.latency_s, server.bytes_per_s = latency_s, bytes_per_s
+    ports.put(server.httpd.server_address[1])  # type: ignore[attr-defined]
+    server.httpd.serve_forever()
+
+
+@contextmanager
+def served_from_another_process(
+    directory: str, latency_s: float = 0.0, bytes_per_s: float | None = None
+) -> Iterator[Callable[[str], str]]:
+    """A ShardServer in its own process (as a remote server would be: its work does not
+    share the loader's interpreter); yields name -> URL."""
+    context = multiprocessing.get_context("fork")
+    ports = context.Queue()
+    process = context.Process(
+        target=_serve, args=(directory, latency_s, bytes_per_s, ports), daemon=True
+    )
+    process.start()
+    try:
+        port = ports.get(timeout=30)
+        yield lambda name: f"http://127.0.0.1:{port}/{name}"
+    finally:
+        process.terminate()
+        process.join()

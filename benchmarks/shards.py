@@ -1,9 +1,9 @@
 """The ImageNet training pipeline from tar shards: local shards against our ImageFolder on the
-same images, shards over loopback HTTP (20 ms added per request, 200 MB/s per connection)
-against the same shards on local disk, and flowloader against the webdataset package's
-WebLoader on the same shards from the same server. Same transforms (flowloader's), same
-num_workers, batch 64; samples/s over one epoch from building the loader (remote shards start
-with a cold cache, so their fetching is counted).
+same images, shards over loopback HTTP (a server in another process, 20 ms added per request,
+200 MB/s per connection) against the same shards on local disk, and flowloader against the
+webdataset package's WebLoader on the same shards from the same server. Same transforms
+(flowloader's), same num_workers, batch 64; samples/s over one epoch from building the loader
+(remote shards start with a cold cache, so their fetching is counted).
 
 The shards are flowloader bench's built-in ImageFolder (2,000 JPEGs of 500x375) packed by
 ``flowloader make-shards`` into 8 shards of 250.
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .common import environment, median, write_json
-from .shard_server import ShardServer
+from .shard_server import served_from_another_process
 
 BATCH = 64
 LATENCY_S = 0.020
@@ -105,9 +105,8 @@ def run(workers: int = 2, runs: int = 3) -> dict[str, Any]:
     root, shards = packed_shards()
     directory = os.path.dirname(shards[0])
     names = [os.path.basename(s) for s in shards]
-    with ShardServer(directory) as server:
-        server.latency_s, server.bytes_per_s = LATENCY_S, BYTES_PER_S
-        urls = [server.url(n) for n in names]
+    with served_from_another_process(directory, LATENCY_S, BYTES_PER_S) as url:
+        urls = [url(n) for n in names]
 
         def remote() -> float:
             cache = tempfile.mkdtemp(prefix="flowloader-bench-cache-")

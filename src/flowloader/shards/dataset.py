@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
 import json
 import os
 import threading
@@ -56,7 +57,11 @@ class ShardedDataset(Dataset[Any]):
         self.transform = transform
         self.remote_reads = remote_reads
         self.cache = ShardCache(cache_dir, cache_limit_bytes, storage_options=storage_options)
-        self.indices = [self._index_of(url) for url in self.urls]
+        if any(is_remote(url) for url in self.urls):  # one round trip for all the indexes
+            with concurrent.futures.ThreadPoolExecutor(16) as pool:
+                self.indices = list(pool.map(self._index_of, self.urls))
+        else:
+            self.indices = [self._index_of(url) for url in self.urls]
         counts = np.array([len(index) for index in self.indices], dtype=np.int64)
         self.starts = np.concatenate([[0], np.cumsum(counts)])
         self._open: dict[int, int] = {}
