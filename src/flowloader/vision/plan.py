@@ -123,12 +123,11 @@ class Plan:
         return self._convert(_chw(pixels), out)
 
     def output_shape(self, img: Any) -> tuple[int, ...] | None:
-        """The shape :meth:`finish` gives ``img``, or None if it is not written whole."""
-        pixels = _pixels_hwc(img) if self.conversion is not None else None
-        if pixels is None:
+        """The shape :meth:`finish` gives ``img``, or None if it is not written whole; read
+        from the image's header, without copying its pixels (``finish`` does that once)."""
+        if self.conversion is None or not isinstance(img, Image.Image):
             return None
-        height, width = pixels.shape[:2]
-        return (1 if pixels.ndim == 2 else pixels.shape[2], height, width)
+        return F.normalized_shape(img)
 
     @property
     def dtype(self) -> Any:
