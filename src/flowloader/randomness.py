@@ -18,6 +18,7 @@ How a dataset receives its generators:
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -165,8 +166,18 @@ def load_one_by_one(
 
 
 def takes_rngs(getitems: Callable[..., Any]) -> bool:
-    """True if a ``__getitems__`` accepts the batch's generators as ``rngs=``."""
+    """True if a ``__getitems__`` accepts the batch's generators as ``rngs=``. Wrappers
+    (Subset, StackDataset) ask once per batch, so the answer is kept per function."""
+    function = getattr(getitems, "__func__", getitems)
     try:
-        return "rngs" in inspect.signature(getitems).parameters
+        return _function_takes_rngs(function)
+    except TypeError:  # an unhashable callable object: ask it every time
+        return _function_takes_rngs.__wrapped__(function)
+
+
+@functools.lru_cache(maxsize=256)
+def _function_takes_rngs(function: Callable[..., Any]) -> bool:
+    try:
+        return "rngs" in inspect.signature(function).parameters
     except (TypeError, ValueError):  # a builtin without a signature
         return False
