@@ -14,7 +14,7 @@ from flowloader.dataset import IterableDataset
 from flowloader.sharding import shard_stream
 
 from . import remote
-from .tar_index import ShardFormatError, split_name
+from .tar_index import ShardFormatError, sample_part
 from .urls import is_remote, local_path, shard_list
 
 
@@ -105,8 +105,8 @@ def read_tar_stream(url: str, storage_options: dict[str, Any] | None = None) -> 
         try:
             with tarfile.open(fileobj=stream, mode="r|") as archive:
                 for member in archive:
-                    parts = split_name(member.name) if member.isfile() else None
-                    if parts is None or os.path.basename(member.name).startswith("."):
+                    parts = sample_part(member)
+                    if parts is None:
                         continue
                     key, extension = parts
                     if current is not None and current["__key__"] != key:

@@ -67,16 +67,22 @@ def split_name(name: str) -> tuple[str, str] | None:
     return None if match is None else (match.group(1), match.group(2).lower())
 
 
+def sample_part(member: tarfile.TarInfo) -> tuple[str, str] | None:
+    """(key, extension) of a tar member that is part of a sample, or None for what WebDataset
+    passes over: directories, links, hidden files, names without an extension."""
+    if not member.isfile() or os.path.basename(member.name).startswith("."):
+        return None
+    return split_name(member.name)
+
+
 def scan(stream: IO[bytes], shard_bytes: int, where: str) -> ShardIndex:
     """Index a tar stream by reading its headers (the member data is skipped over)."""
     samples: list[tuple[str, dict[str, tuple[int, int]]]] = []
     try:
         with tarfile.open(fileobj=stream, mode="r:") as archive:
             for member in archive:
-                if not member.isfile():
-                    continue
-                parts = split_name(member.name)
-                if parts is None or os.path.basename(member.name).startswith("."):
+                parts = sample_part(member)
+                if parts is None:
                     continue
                 key, extension = parts
                 if member.offset_data + member.size > shard_bytes:
