@@ -20,13 +20,18 @@ def decoded_rgb(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
+def read(source: str | bytes) -> bytes:
+    """The bytes of an image file (a path, or the bytes themselves)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return source
+    with open(source, "rb") as stream:  # read whole: the decode must not outlive the file
+        return stream.read()
+
+
 def open_lazily(source: str | bytes) -> Image.Image:
     """The image at ``source`` (a path, or a file's bytes) with only its header parsed: the
     size and format are known, nothing is decoded yet."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return Image.open(io.BytesIO(source))
-    with open(source, "rb") as stream:  # read whole: the decode must not outlive the file
-        return Image.open(io.BytesIO(stream.read()))
+    return Image.open(io.BytesIO(read(source)))
 
 
 def open_rgb(source: str | bytes) -> Image.Image:
@@ -46,3 +51,12 @@ def decode_reduced(image: Image.Image, reduction: int) -> Image.Image:
         width, height = image.size
         image.draft("RGB", (math.ceil(width / reduction), math.ceil(height / reduction)))
     return decoded_rgb(image)
+
+
+def located(error: Exception, where: str, index: int | None) -> Exception:
+    """The same kind of error, saying which sample could not be loaded and from where."""
+    message = f"cannot load sample {index} from {where}: {type(error).__name__}: {error}"
+    try:
+        return type(error)(message)
+    except Exception:
+        return OSError(message)

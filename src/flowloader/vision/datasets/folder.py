@@ -17,8 +17,9 @@ import numpy as np
 from PIL import Image
 
 from .. import decode
+from ..decode import located
 from ..plan import Plan
-from .planned import PlannedImageDataset, located
+from .planned import PlannedImageDataset
 from .vision import checked_targets
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -202,7 +203,7 @@ class DatasetFolder(PlannedImageDataset):
         path, target = self._table[index]
         try:
             if self.loader is default_loader:
-                return plan.load(path, rng, reduced=self.reduced_decode), target
+                return plan.load(path, rng, self.reduced_decode, path, index), target
             return plan.run_head(self.loader(path), rng), target
         except Exception as error:
             raise located(error, path, index) from error

@@ -8,8 +8,9 @@ from typing import Any
 
 from flowloader.shards import ShardedDataset
 
+from ..decode import located
 from ..plan import Plan
-from .planned import PlannedImageDataset, located
+from .planned import PlannedImageDataset
 
 
 class ImageShards(PlannedImageDataset):
@@ -60,7 +61,8 @@ class ImageShards(PlannedImageDataset):
                     members = sorted(k for k in sample if not k.startswith("__"))
                     raise KeyError(f"no member {key!r}; the sample has {members}")
             target = int(sample[self.label_key])
-            return plan.load(sample[self.image_key], rng, reduced=self.reduced_decode), target
+            image = sample[self.image_key]
+            return plan.load(image, rng, self.reduced_decode, where, index), target
         except Exception as error:
             raise located(error, where, index) from error
 

@@ -61,12 +61,3 @@ class PlannedImageDataset(VisionDataset):
         if isinstance(images, list):  # the images did not fit one array
             return [(image, int(target)) for image, target in zip(images, targets, strict=True)]
         return CollatedSamples((images, targets), lambda k: (images[k], int(targets[k])))
-
-
-def located(error: Exception, where: str, index: int) -> Exception:
-    """The same kind of error, saying which sample could not be loaded and from where."""
-    message = f"cannot load sample {index} from {where}: {type(error).__name__}: {error}"
-    try:
-        return type(error)(message)
-    except Exception:
-        return OSError(message)

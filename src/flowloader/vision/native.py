@@ -1,0 +1,165 @@
+"""The native JPEG kernel (``flowloader.vision._jpeg_kernel``, built from ``_native/`` against
+the system's libjpeg-turbo): one GIL-free call per image that decodes only the region a
+resize reads, resamples it with Pillow's filters and writes the finished sample into its
+batch slot. Optional: where it was not built (or ``FLOWLOADER_NATIVE=0``) the Pillow path
+runs, and :func:`image_backend` says which runs and why. ``vision/plan.py`` decides when."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from .decode import located
+
+try:
+    from . import _jpeg_kernel as _kernel
+
+    _missing = None
+except ImportError as error:  # not built: no compiler or no libjpeg headers at install
+    _kernel = None
+    _missing = f"the native kernel was not built ({error})"
+
+# Pillow 13 resamples vertically first for some shapes (python-pillow/Pillow#9549); the
+# kernel follows the installed Pillow's order so that its results are Pillow's.
+PILLOW_ORDER = int(Image.__version__.split(".")[0]) >= 13
+
+# Pillow's filter numbers that the kernel implements.
+FILTERS = frozenset({int(Image.Resampling.BILINEAR), int(Image.Resampling.BICUBIC)})
+
+_OUTPUTS = {"uint8": 0, "float": 1, "normalized": 2}
+
+
+def unavailable_reason() -> str | None:
+    """Why the kernel does not run, or None when it does."""
+    if _missing is not None:
+        return _missing
+    if os.environ.get("FLOWLOADER_NATIVE", "1") == "0":
+        return "the native kernel is switched off (FLOWLOADER_NATIVE=0)"
+    return None
+
+
+def available() -> bool:
+    return unavailable_reason() is None
+
+
+def image_backend() -> str:
+    """Which path decodes planned JPEG pipelines, and why: the native kernel (with the
+    libjpeg-turbo it was built against) or Pillow."""
+    reason = unavailable_reason()
+    if reason is None:
+        return f"native ({_kernel.LIBRARY}: region decode, Pillow's resampling, fused output)"
+    return f"pillow ({reason})"
+
+
+@dataclass(frozen=True)
+class Header:
+    width: int
+    height: int
+    supported: bool  # grey, YCbCr or RGB, complete: the kernel can take it
+
+
+def header(data: bytes) -> Header | None:
+    """The JPEG header of ``data``, or None when it is not a JPEG the kernel can parse (the
+    Pillow path then opens it and reports any error as it always has)."""
+    try:
+        width, height, _, supported, _ = _kernel.header(data)
+    except (OSError, ValueError):
+        return None
+    return Header(width, height, supported)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of the planned resize, as Pillow sees it: an image of ``in_size`` pixels
+    (starting at pixel ``origin`` of the decoded image) whose box ``[in0, in1)`` is resized
+    to ``out_size`` pixels, of which ``count`` from ``start`` are kept."""
+
+    in_size: int
+    in0: float
+    in1: float
+    out_size: int
+    start: int
+    count: int
+    origin: int = 0
+
+    def as_tuple(self) -> tuple[int, float, float, int, int, int, int]:
+        return (self.in_size, self.in0, self.in1, self.out_size, self.start, self.count,
+                self.origin)  # fmt: skip
+
+
+class NativeJpeg:
+    """A JPEG whose geometry has been drawn, waiting for its output slot: :meth:`write`
+    decodes, resamples, flips and converts it there. ``shape`` is the sample's (3, H, W)."""
+
+    __slots__ = ("data", "filter", "index", "scale", "shape", "where", "x", "y")
+
+    def __init__(
+        self, data: bytes, scale: int, x: Axis, y: Axis, resample: int, where: str | None,
+        index: int | None,
+    ) -> None:  # fmt: skip
+        self.data, self.scale, self.x, self.y, self.filter = data, scale, x, y, resample
+        self.where, self.index = where, index
+        self.shape = (3, y.count, x.count)
+
+    def write(
+        self, out: np.ndarray | None, conversion: str, hflip: bool, vflip: bool,
+        mean_std: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
+    ) -> np.ndarray:  # fmt: skip
+        """The finished sample, written into ``out`` (allocated when None); ``mean_std``:
+        :func:`normalization`'s values, for the "normalized" conversion."""
+        dtype = np.uint8 if conversion == "uint8" else np.float32
+        if out is None:
+            out = np.empty(self.shape, dtype)
+        extra = () if mean_std is None else mean_std
+        try:
+            _kernel.decode_into(
+                self.data, out, self.scale, self.x.as_tuple(), self.y.as_tuple(), self.filter,
+                hflip, vflip, _OUTPUTS[conversion], PILLOW_ORDER, *extra,
+            )  # fmt: skip
+        except OSError as error:
+            if self.where is None:
+                raise
+            raise located(error, self.where, self.index) from error
+        return out
+
+
+def normalization(step: Any) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """A Normalize step's mean and std as three float32 values each (the values NumPy
+    computes with), or None when the kernel cannot apply it (other channel counts, a zero
+    std: the step-by-step path then runs and reports it)."""
+    try:
+        mean = np.broadcast_to(np.asarray(step.mean, dtype=np.float32).ravel(), (3,))
+        std = np.broadcast_to(np.asarray(step.std, dtype=np.float32).ravel(), (3,))
+    except ValueError:
+        return None
+    if np.any(std == 0):
+        return None
+    return tuple(float(v) for v in mean), tuple(float(v) for v in std)
+
+
+def self_check() -> str:
+    """Decode one made-up JPEG through the kernel and through Pillow and compare: the kernel
+    is present, runs, and gives Pillow's bits. Returns :func:`image_backend`'s line; raises
+    RuntimeError otherwise."""
+    import io
+
+    if not available():
+        raise RuntimeError(image_backend())
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (48, 64, 3), np.uint8)
+    encoded = io.BytesIO()
+    Image.fromarray(pixels).save(encoded, "JPEG", quality=90)
+    data = encoded.getvalue()
+    expected = Image.open(io.BytesIO(data)).convert("RGB").crop((5, 3, 55, 43))
+    expected = expected.resize((20, 16), Image.Resampling.BILINEAR)
+    x, y = Axis(50, 0.0, 50.0, 20, 0, 20, 5), Axis(40, 0.0, 40.0, 16, 0, 16, 3)
+    out = NativeJpeg(data, 1, x, y, int(Image.Resampling.BILINEAR), None, None).write(
+        None, "uint8", False, False
+    )
+    if not np.array_equal(out, np.asarray(expected).transpose(2, 0, 1)):
+        raise RuntimeError("the native kernel runs but does not give Pillow's pixels")
+    return image_backend()
