@@ -33,7 +33,13 @@ SUITES = {
     "imagenet_large": ("ImageNet pipelines on 2048x1536 photographs (issue 8)", True),
     "threads_vs_processes": ("Loader threads or worker processes? (issue 8)", False),
     "torch_datasets": ("Torch datasets through flowloader.DataLoader (issue 12)", True),
-    "peers": ("ImageNet pipelines against SPDL, Grain and torchdata.nodes (issue 14)", True),
+    "peers": (
+        "ImageNet pipelines against torchvision v2, DALI, SPDL, Grain and torchdata.nodes "
+        "(issues 14 and 19)",
+        True,
+    ),
+    "peers_large": ("The same peers on 2048x1536 photos (issue 19)", True),
+    "per_image": ("One image on one core: decode, resize, conversion (issue 19)", True),
     "shards": ("Training from tar shards, local and over HTTP (issue 15)", False),
     "shard_shuffle": ("How well ShardSampler shuffles (issue 15)", False),
     "worker_memory": ("Worker memory with two million file paths (issue 4)", False),
@@ -66,9 +72,11 @@ NOTES = {
     ),
     "peers": (
         "The peers run torchvision's own sample function on their engines, so they do the same "
-        "work as torch's DataLoader; flowloader runs its planned batch path. Timed from "
-        "building the loader, because grain's `mp_prefetch` computes most of the 2,000-image "
-        "epoch before it hands out the first batch. simplejpeg was tried as the JPEG decoder "
+        "work as torch's DataLoader; flowloader runs its planned batch path with the native "
+        "kernel. Timed from building the loader, because grain's `mp_prefetch` computes most "
+        "of the 2,000-image epoch before it hands out the first batch. DALI's CPU pipeline "
+        "runs 2 threads in the main process; its batches are copied out to NumPy, as its "
+        "framework iterators copy them into tensors. simplejpeg was tried as the JPEG decoder "
         "and left out: inside the pipeline it measured slower than Pillow here (4.5 against "
         "3.6 ms per training sample, 4.1 against 3.6 per validation sample)."
     ),

@@ -1,16 +1,23 @@
-"""The ImageNet pipelines through flowloader, torch.utils.data and the peer loaders: SPDL
+"""The ImageNet pipelines through flowloader, torch.utils.data (torchvision's v1 PIL
+transforms and its v2 tensor path), NVIDIA DALI's CPU pipeline and the peer loaders: SPDL
 (threads and processes), Grain (threads and processes) and torchdata.nodes (threads and
-processes), all on the same JPEG files with the same num_workers and batch size.
+processes), all on the same JPEG files with the same num_workers (DALI: threads) and batch
+size; float32 (ToTensor + Normalize) and uint8 (PILToTensor) outputs.
 
-Every peer runs torchvision's ImageFolder sample function (PIL decode, torchvision
-transforms) on its own engine and collates with torch's ``default_collate``, which is the work
-torch's DataLoader does; flowloader runs its own ImageFolder and transforms (the same
-numerics, its planned batch path). samples/s over the first ``batches`` batches of an epoch
-(2,000 images: 31 batches), start-up included, and CPU seconds per 1,000 samples (all threads
-and worker processes, which start with fork for torch and flowloader, spawn for grain). A
-peer that is not installed is left out.
+The peers run torchvision's ImageFolder sample function (PIL decode, torchvision transforms)
+on their own engines and collate with torch's ``default_collate``, which is the work torch's
+DataLoader does. "torch + v2" decodes with ``torchvision.io.decode_image`` and transforms
+uint8 tensors with ``transforms.v2`` (what torchvision recommends for speed). DALI runs
+``decoders.image_random_crop`` (or ``decoders.image``) + ``resize`` + ``crop_mirror_normalize``
+on its CPU backend (``device_id=None``), each batch copied out to NumPy as its framework
+iterators do. flowloader runs its own ImageFolder and transforms (the native kernel where
+built). samples/s over the first ``batches`` batches, start-up included, and CPU seconds per
+1,000 samples (all threads and worker processes). A peer that is not installed is left out.
 
-    python -m benchmarks.peers [--workers 2] [--batches 30] [--runs 3] [--json out.json]
+    python -m benchmarks.peers [--workers 2] [--batches 30] [--runs 3] [--large] [--json F]
+
+``--large``: 200 photos of 2048x1536 (as cameras produce) instead of the 2,000 built-in
+500x375 JPEGs; ``--batches`` then counts batches of that smaller set (default 3).
 """
 
 from __future__ import annotations
@@ -28,6 +35,10 @@ from .common import environment, median, write_json
 
 BATCH = 64
 PIPELINES = ("imagenet-train", "imagenet-val")
+# (pipeline, uint8 output)
+VARIANTS = [(p, False) for p in PIPELINES] + [(p, True) for p in PIPELINES]
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
 
 
 def _cpu_by_process() -> dict[int, float]:
@@ -50,12 +61,33 @@ def _cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
-def _torchvision_dataset(pipeline: str, root: str) -> Any:
+def _torchvision_dataset(pipeline: str, root: str, uint8: bool) -> Any:
     from torchvision import datasets, transforms
 
     from flowloader.cli import pipelines
 
-    return pipelines.dataset(pipeline, root, datasets, transforms)
+    return pipelines.dataset(pipeline, root, datasets, transforms, uint8)
+
+
+def _decode_tensor(path: str) -> Any:
+    from torchvision.io import ImageReadMode, decode_image
+
+    return decode_image(path, mode=ImageReadMode.RGB)
+
+
+def _torchvision_v2_dataset(pipeline: str, root: str, uint8: bool) -> Any:
+    """torchvision's fast path: decode to a uint8 tensor, transforms.v2 on tensors."""
+    import torch
+    from torchvision import datasets
+    from torchvision.transforms import v2
+
+    if pipeline == "imagenet-train":
+        steps = [v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()]
+    else:
+        steps = [v2.Resize(256, antialias=True), v2.CenterCrop(224)]
+    if not uint8:
+        steps += [v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)]
+    return datasets.ImageFolder(root, transform=v2.Compose(steps), loader=_decode_tensor)
 
 
 def _order(count: int) -> list[int]:
@@ -79,29 +111,66 @@ def _batched(samples: Iterator[Any]) -> Iterator[Any]:
 Built = tuple[Iterator[Any], Callable[[], None]]
 
 
-def flowloader_loader(pipeline: str, root: str, workers: int) -> Built:
+def flowloader_loader(pipeline: str, root: str, workers: int, uint8: bool) -> Built:
     import flowloader
     from flowloader.cli import pipelines
     from flowloader.vision import datasets, transforms
 
-    ds = pipelines.dataset(pipeline, root, datasets, transforms)
+    ds = pipelines.dataset(pipeline, root, datasets, transforms, uint8)
     iterator = iter(flowloader.DataLoader(ds, BATCH, shuffle=True, num_workers=workers))
     return iterator, iterator.shutdown
 
 
-def torch_loader(pipeline: str, root: str, workers: int) -> Built:
+def _torch(pipeline: str, root: str, workers: int, uint8: bool, v2: bool) -> Built:
     import torch.utils.data
 
-    ds = _torchvision_dataset(pipeline, root)
+    ds = (_torchvision_v2_dataset if v2 else _torchvision_dataset)(pipeline, root, uint8)
     iterator = iter(torch.utils.data.DataLoader(ds, BATCH, shuffle=True, num_workers=workers))
     return iterator, iterator._shutdown_workers
 
 
-def _spdl(pipeline: str, root: str, workers: int, processes: bool) -> Built:
+def _dali(pipeline: str, root: str, workers: int, uint8: bool) -> Built:
+    """DALI's CPU pipeline for the same steps; each batch copied out of DALI's buffers."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=BATCH, num_threads=workers, device_id=None, seed=0)
+    def imagenet():
+        jpegs, labels = fn.readers.file(file_root=root, random_shuffle=True, name="files")
+        if pipeline == "imagenet-train":
+            images = fn.decoders.image_random_crop(
+                jpegs, device="cpu", output_type=types.RGB, random_area=[0.08, 1.0],
+                random_aspect_ratio=[3 / 4, 4 / 3],
+            )  # fmt: skip
+            images = fn.resize(images, resize_x=224, resize_y=224, antialias=True)
+            crop, mirror = None, fn.random.coin_flip()
+        else:
+            images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+            images = fn.resize(images, resize_shorter=256, antialias=True)
+            crop, mirror = (224, 224), 0
+        scale = [0.0, 1.0] if uint8 else [255.0, 255.0]
+        images = fn.crop_mirror_normalize(
+            images, dtype=types.UINT8 if uint8 else types.FLOAT, output_layout="CHW", crop=crop,
+            mean=[m * scale[0] for m in MEAN] if not uint8 else [0.0],
+            std=[s * scale[1] for s in STD] if not uint8 else [1.0], mirror=mirror,
+        )  # fmt: skip
+        return images, labels
+
+    pipe = imagenet()
+    pipe.build()
+
+    def batches() -> Iterator[Any]:
+        while True:
+            images, labels = pipe.run()
+            yield images.as_array().copy(), labels.as_array().copy()
+
+    return batches(), lambda: None
+
+
+def _spdl(pipeline: str, root: str, workers: int, uint8: bool, processes: bool) -> Built:
     from spdl.pipeline import PipelineBuilder
     from torch.utils.data import default_collate
 
-    ds = _torchvision_dataset(pipeline, root)
+    ds = _torchvision_dataset(pipeline, root, uint8)
     executor = concurrent.futures.ProcessPoolExecutor(workers) if processes else None
     built = (
         PipelineBuilder()
@@ -122,11 +191,11 @@ def _spdl(pipeline: str, root: str, workers: int, processes: bool) -> Built:
     return iter(built.get_iterator(timeout=120)), stop
 
 
-def _grain(pipeline: str, root: str, workers: int, processes: bool) -> Built:
+def _grain(pipeline: str, root: str, workers: int, uint8: bool, processes: bool) -> Built:
     import grain
     from torch.utils.data import default_collate
 
-    ds = _torchvision_dataset(pipeline, root)
+    ds = _torchvision_dataset(pipeline, root, uint8)
     source = grain.MapDataset.source(ds).shuffle(seed=0).batch(BATCH, batch_fn=default_collate)
     if processes:
         iterable = source.to_iter_dataset().mp_prefetch(
@@ -144,11 +213,11 @@ def _grain(pipeline: str, root: str, workers: int, processes: bool) -> Built:
     return iterator, stop
 
 
-def _torchdata(pipeline: str, root: str, workers: int, method: str) -> Built:
+def _torchdata(pipeline: str, root: str, workers: int, uint8: bool, method: str) -> Built:
     import torch.utils.data
     from torchdata import nodes
 
-    ds = _torchvision_dataset(pipeline, root)
+    ds = _torchvision_dataset(pipeline, root, uint8)
     sampler = nodes.SamplerWrapper(torch.utils.data.RandomSampler(ds))
     mapped = nodes.ParallelMapper(sampler, ds.__getitem__, num_workers=workers, method=method)
     batched = nodes.Mapper(nodes.Batcher(mapped, BATCH), torch.utils.data.default_collate)
@@ -157,9 +226,11 @@ def _torchdata(pipeline: str, root: str, workers: int, method: str) -> Built:
     return iterator, lambda: mapped.__del__() if hasattr(mapped, "__del__") else None
 
 
-LOADERS: dict[str, tuple[str, Callable[[str, str, int], Built]]] = {
+LOADERS: dict[str, tuple[str, Callable[[str, str, int, bool], Built]]] = {
     "flowloader": ("flowloader", flowloader_loader),
-    "torch": ("torch", torch_loader),
+    "torch": ("torch", functools.partial(_torch, v2=False)),
+    "torch + v2": ("torchvision", functools.partial(_torch, v2=True)),
+    "DALI (CPU)": ("nvidia.dali", _dali),
     "spdl (threads)": ("spdl", functools.partial(_spdl, processes=False)),
     "spdl (processes)": ("spdl", functools.partial(_spdl, processes=True)),
     "grain (threads)": ("grain", functools.partial(_grain, processes=False)),
@@ -170,14 +241,15 @@ LOADERS: dict[str, tuple[str, Callable[[str, str, int], Built]]] = {
 
 
 def measure(
-    build: Callable[[str, str, int], Built], pipeline: str, root: str, workers: int, batches: int
-) -> tuple[float, float]:
+    build: Callable[[str, str, int, bool], Built], pipeline: str, uint8: bool, root: str,
+    workers: int, batches: int,
+) -> tuple[float, float]:  # fmt: skip
     """(samples/s, CPU seconds per 1,000 samples) for the first ``batches`` batches, start-up
     included: a loader that computes ahead while its first batch is awaited (grain's
     mp_prefetch fills most of an epoch before handing out the first batch) cannot look
     faster than it is."""
     cpu, start, samples = _cpu_by_process(), time.perf_counter(), 0
-    iterator, stop = build(pipeline, root, workers)
+    iterator, stop = build(pipeline, root, workers, uint8)
     for _, (images, _) in zip(range(batches), iterator, strict=False):
         samples += len(images)
     elapsed = time.perf_counter() - start
@@ -187,24 +259,40 @@ def measure(
     return samples / elapsed, used / samples * 1000
 
 
-def run(workers: int = 2, batches: int = 30, runs: int = 3) -> list[dict]:
+def camera_photos_root() -> str:
+    """200 JPEGs of 2048x1536, as phones and cameras produce (made once)."""
+    import os
+    import tempfile
+
+    from flowloader.vision.datasets import make_image_folder
+
+    root = os.path.join(tempfile.gettempdir(), "flowloader-bench-camera-photos")
+    make_image_folder(root, num_classes=2, images_per_class=100, size=(2048, 1536), quality=92)
+    return root
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def run(workers: int = 2, batches: int = 30, runs: int = 3, large: bool = False) -> list[dict]:
     from flowloader.cli import sample_data
 
-    root = sample_data.builtin("imagenet-like")
-    available = {
-        name: build
-        for name, (module, build) in LOADERS.items()
-        if importlib.util.find_spec(module) is not None
-    }
+    root = camera_photos_root() if large else sample_data.builtin("imagenet-like")
+    available = {name: build for name, (module, build) in LOADERS.items() if _installed(module)}
     records = []
-    for pipeline in PIPELINES:
+    for pipeline, uint8 in VARIANTS[:2] if large else VARIANTS:
         results: dict[str, list[tuple[float, float]]] = {name: [] for name in available}
         for _ in range(runs):
             for name, build in available.items():
-                results[name].append(measure(build, pipeline, root, workers, batches))
+                results[name].append(measure(build, pipeline, uint8, root, workers, batches))
         rates = {name: median([r for r, _ in values]) for name, values in results.items()}
         cpu = {name: median([c for _, c in values]) for name, values in results.items()}
-        records.append({"pipeline": pipeline, "workers": workers, "rates": rates, "cpu": cpu})
+        name = pipeline + (" (uint8)" if uint8 else "") + (", 2048x1536 photos" if large else "")
+        records.append({"pipeline": name, "workers": workers, "rates": rates, "cpu": cpu})
     return records
 
 
@@ -233,15 +321,21 @@ def section(quick: bool = False) -> str:
     return table(run(batches=10 if quick else 30, runs=1 if quick else 3))
 
 
+def section_large(quick: bool = False) -> str:
+    return table(run(batches=1 if quick else 3, runs=1 if quick else 3, large=True))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--large", action="store_true", help="200 photos of 2048x1536")
     parser.add_argument("--json")
     args = parser.parse_args()
     print(environment())
-    records = run(args.workers, args.batches, args.runs)
+    batches = args.batches if not args.large or args.batches != 30 else 3
+    records = run(args.workers, batches, args.runs, args.large)
     print(table(records))
     write_json(args.json, records)
 

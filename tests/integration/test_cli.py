@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from flowloader.cli import sample_data
-from flowloader.vision import datasets
+from flowloader.vision import datasets, image_backend
 
 RECORD_KEYS = {
     "library": str,
@@ -129,6 +129,7 @@ def test_bench_on_a_tiny_image_folder(tiny_images) -> None:
     ]
     assert all(r["samples"] == 12 for r in records)
     assert records[0]["stage_ms_per_batch"]["transform"] > 0
+    assert {r["image_backend"] for r in records} == {image_backend()}
 
 
 @pytest.mark.timeout(120)
@@ -137,6 +138,7 @@ def test_bench_table_on_tiny_mnist(tiny_mnist) -> None:
     assert done.returncode == 0, done.stderr
     assert "samples/s" in done.stdout
     assert "mnist: fastest at num_workers=" in done.stdout
+    assert f"JPEG decoding: {image_backend()}" in done.stdout
 
 
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is not None, reason="matplotlib present")

@@ -23,14 +23,18 @@
 #define MARGIN 16
 #define MAX_SIDE 65535
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(FL_NO_CLONES)
-#define HOT __attribute__((target_clones("avx2", "default")))
-#else
-#define HOT
+/* x86-64 builds carry AVX2 versions of the two resampling passes, chosen at run time; the
+ * portable versions run elsewhere. Both give the same integers. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define FL_AVX2 1
+#define AVX2 __attribute__((target("avx2")))
 #endif
 
 typedef int32_t v4i __attribute__((vector_size(16)));
+typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint8_t v4u8 __attribute__((vector_size(4)));
+typedef uint8_t v8u8 __attribute__((vector_size(8)));
 
 #define STRINGIFY2(x) #x
 #define STRINGIFY(x) STRINGIFY2(x)
@@ -133,6 +137,7 @@ typedef struct {
     int ksize;    /* taps per output pixel */
     int *bounds;  /* per kept output pixel: first input pixel, tap count */
     int32_t *k;   /* per kept output pixel: ksize fixed-point weights */
+    int32_t *k4;  /* the same, each repeated for the 4 lanes of an RGBX pixel */
     int lo, hi;   /* input pixels [lo, hi) read by the kept outputs */
 } coeffs;
 
@@ -153,8 +158,10 @@ static double bicubic(double x) {
 static void free_coeffs(coeffs *c) {
     free(c->bounds);
     free(c->k);
+    free(c->k4);
     c->bounds = NULL;
     c->k = NULL;
+    c->k4 = NULL;
 }
 
 /* Pillow's precompute_coeffs + normalize_coeffs_8bpc, for the kept output pixels only. */
@@ -216,6 +223,14 @@ static int make_coeffs(const fl_axis *a, int filter, coeffs *c) {
         }
     }
     free(pre);
+    c->k4 = malloc(sizeof(int32_t) * 4 * (size_t)a->out_count * (size_t)ksize);
+    if (!c->k4) {
+        free_coeffs(c);
+        return FL_NO_MEMORY;
+    }
+    for (size_t n = 0; n < (size_t)a->out_count * (size_t)ksize; n++) {
+        for (int lane = 0; lane < 4; lane++) c->k4[4 * n + lane] = c->k[n];
+    }
     if (c->hi <= c->lo) { /* nothing read: keep one pixel so the region is not empty */
         c->lo = 0;
         c->hi = 1;
@@ -231,21 +246,39 @@ static inline uint8_t clip8(int32_t v) {
 /* Passes ---------------------------------------------------------------------------------- */
 
 /* Horizontal pass over `rows` RGBX rows: `src` rows of stride `src_stride`, where input
- * pixel x lies at column x + `shift`; `count` RGBX pixels out per row. */
-HOT static void horizontal(const uint8_t *src, size_t src_stride, int rows, int shift,
-                           const coeffs *c, int count, uint8_t *dst) {
+ * pixel x lies at column x + `shift`; `count` RGBX pixels out per row. Two taps (two RGBX
+ * pixels, eight lanes) per step; integer sums, so the order does not change the result. */
+static void horizontal_portable(const uint8_t *src, size_t src_stride, int rows, int shift,
+                                const coeffs *c, int count, uint8_t *dst) {
+    const int *bounds = c->bounds;
+    const int32_t *k4 = c->k4;
+    const size_t ksize = (size_t)c->ksize;
     for (int r = 0; r < rows; r++) {
         const uint8_t *s = src + (size_t)r * src_stride;
         uint8_t *d = dst + (size_t)r * count * 4;
         for (int i = 0; i < count; i++) {
-            const uint8_t *p = s + (size_t)(c->bounds[2 * i] + shift) * 4;
-            const int32_t *k = c->k + (size_t)i * c->ksize;
-            int taps = c->bounds[2 * i + 1];
-            v4i acc = {HALF, HALF, HALF, HALF};
-            for (int t = 0; t < taps; t++) {
+            const uint8_t *p = s + (size_t)(bounds[2 * i] + shift) * 4;
+            const int32_t *w = k4 + (size_t)i * ksize * 4;
+            int taps = bounds[2 * i + 1], t = 0;
+            v8i pair = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (; t + 1 < taps; t += 2) {
+                v8u8 px;
+                v8i weights;
+                memcpy(&px, p + 4 * t, 8);
+                memcpy(&weights, w + 4 * t, 32);
+                pair += __builtin_convertvector(px, v8i) * weights;
+            }
+            v4i acc = {HALF, HALF, HALF, HALF}, half;
+            memcpy(&half, &pair, 16);
+            acc += half;
+            memcpy(&half, (const char *)&pair + 16, 16);
+            acc += half;
+            if (t < taps) {
                 v4u8 px;
+                v4i weights;
                 memcpy(&px, p + 4 * t, 4);
-                acc += __builtin_convertvector(px, v4i) * k[t];
+                memcpy(&weights, w + 4 * t, 16);
+                acc += __builtin_convertvector(px, v4i) * weights;
             }
             d[4 * i + 0] = clip8(acc[0]);
             d[4 * i + 1] = clip8(acc[1]);
@@ -257,8 +290,8 @@ HOT static void horizontal(const uint8_t *src, size_t src_stride, int rows, int 
 
 /* One row of the vertical pass: `taps` rows of `src` (row stride `stride` bytes) from row
  * `first`, weighted by `k`, over `width` RGBX pixels, into `row`. */
-HOT static void vertical_row(const uint8_t *src, size_t stride, int width, int first, int taps,
-                             const int32_t *k, int32_t *acc, uint8_t *row) {
+static void vertical_row_portable(const uint8_t *src, size_t stride, int width, int first,
+                                  int taps, const int32_t *k, int32_t *acc, uint8_t *row) {
     size_t n = (size_t)width * 4;
     for (size_t l = 0; l < n; l++) acc[l] = HALF;
     for (int t = 0; t < taps; t++) {
@@ -269,9 +302,90 @@ HOT static void vertical_row(const uint8_t *src, size_t stride, int width, int f
     for (size_t l = 0; l < n; l++) row[l] = clip8(acc[l]);
 }
 
+#ifdef FL_AVX2
+AVX2 static void horizontal_avx2(const uint8_t *src, size_t src_stride, int rows, int shift,
+                                 const coeffs *c, int count, uint8_t *dst) {
+    const __m128i half = _mm_set1_epi32(HALF);
+    for (int r = 0; r < rows; r++) {
+        const uint8_t *s = src + (size_t)r * src_stride;
+        uint8_t *d = dst + (size_t)r * count * 4;
+        for (int i = 0; i < count; i++) {
+            const uint8_t *p = s + (size_t)(c->bounds[2 * i] + shift) * 4;
+            const int32_t *w = c->k4 + (size_t)i * c->ksize * 4;
+            int taps = c->bounds[2 * i + 1], t = 0;
+            __m256i pair = _mm256_setzero_si256();
+            for (; t + 1 < taps; t += 2) {
+                __m256i px = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 4 * t)));
+                __m256i weights = _mm256_loadu_si256((const __m256i *)(w + 4 * t));
+                pair = _mm256_add_epi32(pair, _mm256_mullo_epi32(px, weights));
+            }
+            __m128i acc = _mm_add_epi32(_mm256_castsi256_si128(pair),
+                                        _mm256_extracti128_si256(pair, 1));
+            acc = _mm_add_epi32(acc, half);
+            if (t < taps) {
+                int32_t one;
+                memcpy(&one, p + 4 * t, 4);
+                __m128i px = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(one));
+                __m128i weights = _mm_loadu_si128((const __m128i *)(w + 4 * t));
+                acc = _mm_add_epi32(acc, _mm_mullo_epi32(px, weights));
+            }
+            /* >> 22, then clamp to 0..255 by saturating packs: clip8 on each lane */
+            acc = _mm_srai_epi32(acc, PRECISION_BITS);
+            __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(acc, acc), acc);
+            int32_t out = _mm_cvtsi128_si32(bytes);
+            memcpy(d + 4 * (size_t)i, &out, 4);
+        }
+    }
+}
+
+AVX2 static void vertical_row_avx2(const uint8_t *src, size_t stride, int width, int first,
+                                   int taps, const int32_t *k, int32_t *acc, uint8_t *row) {
+    size_t n = (size_t)width * 4, l = 0;
+    const __m256i half = _mm256_set1_epi32(HALF);
+    const uint8_t *top = src + (size_t)first * stride;
+    for (; l + 8 <= n; l += 8) {
+        __m256i sum = half;
+        for (int t = 0; t < taps; t++) {
+            __m256i px = _mm256_cvtepu8_epi32(
+                _mm_loadl_epi64((const __m128i *)(top + (size_t)t * stride + l)));
+            sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(px, _mm256_set1_epi32(k[t])));
+        }
+        sum = _mm256_srai_epi32(sum, PRECISION_BITS);
+        __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(sum),
+                                        _mm256_extracti128_si256(sum, 1));
+        _mm_storel_epi64((__m128i *)(row + l), _mm_packus_epi16(words, words));
+    }
+    if (l < n) { /* the last pixel of an odd width */
+        vertical_row_portable(top + l, stride, (int)(n - l) / 4, 0, taps, k, acc, row + l);
+    }
+}
+#endif
+
+static void horizontal(const uint8_t *src, size_t src_stride, int rows, int shift,
+                       const coeffs *c, int count, uint8_t *dst) {
+#ifdef FL_AVX2
+    if (__builtin_cpu_supports("avx2")) {
+        horizontal_avx2(src, src_stride, rows, shift, c, count, dst);
+        return;
+    }
+#endif
+    horizontal_portable(src, src_stride, rows, shift, c, count, dst);
+}
+
+static void vertical_row(const uint8_t *src, size_t stride, int width, int first, int taps,
+                         const int32_t *k, int32_t *acc, uint8_t *row) {
+#ifdef FL_AVX2
+    if (__builtin_cpu_supports("avx2")) {
+        vertical_row_avx2(src, stride, width, first, taps, k, acc, row);
+        return;
+    }
+#endif
+    vertical_row_portable(src, stride, width, first, taps, k, acc, row);
+}
+
 /* One finished RGBX row into the three planes of `out`, flipped and converted. */
-static void write_row(const uint8_t *row, int width, int height, int dest_row, int hflip,
-                      int output, const float lut[3][256], void *out) {
+static void write_row_portable(const uint8_t *row, int width, int height, int dest_row,
+                               int hflip, int output, const float lut[3][256], void *out) {
     size_t plane = (size_t)width * height;
     for (int c = 0; c < 3; c++) {
         size_t base = (size_t)c * plane + (size_t)dest_row * width;
@@ -292,6 +406,67 @@ static void write_row(const uint8_t *row, int width, int height, int dest_row, i
             }
         }
     }
+}
+
+#ifdef FL_AVX2
+/* write_row, 8 pixels a step: each channel is a byte of the pixel's 32-bit lane; the float
+ * conversion runs the same float32 operations as the table (v / 255, - mean, / std). */
+AVX2 static void write_row_avx2(const uint8_t *row, int width, int height, int dest_row,
+                                int hflip, int output, const float mean[3], const float std[3],
+                                void *out) {
+    size_t plane = (size_t)width * height, base = (size_t)dest_row * width;
+    const __m256i reverse = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+    const __m256i low_byte = _mm256_set1_epi32(0xFF);
+    int i = 0;
+    for (; i + 8 <= width; i += 8) {
+        /* output pixels i..i+7 read row pixels i..i+7, or mirrored ones when flipped */
+        int from = hflip ? width - 8 - i : i;
+        __m256i px = _mm256_loadu_si256((const __m256i *)(row + 4 * (size_t)from));
+        if (hflip) px = _mm256_permutevar8x32_epi32(px, reverse);
+        for (int c = 0; c < 3; c++) {
+            __m256i level = _mm256_and_si256(_mm256_srli_epi32(px, 8 * c), low_byte);
+            size_t at = (size_t)c * plane + base + (size_t)i;
+            if (output == FL_UINT8) {
+                __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(level),
+                                                _mm256_extracti128_si256(level, 1));
+                _mm_storel_epi64((__m128i *)((uint8_t *)out + at), _mm_packus_epi16(words, words));
+            } else {
+                __m256 x = _mm256_div_ps(_mm256_cvtepi32_ps(level), _mm256_set1_ps(255.0f));
+                if (output == FL_NORMALIZED) {
+                    x = _mm256_div_ps(_mm256_sub_ps(x, _mm256_set1_ps(mean[c])),
+                                      _mm256_set1_ps(std[c]));
+                }
+                _mm256_storeu_ps((float *)out + at, x);
+            }
+        }
+    }
+    for (; i < width; i++) { /* the rest, one pixel at a time */
+        int from = hflip ? width - 1 - i : i;
+        for (int c = 0; c < 3; c++) {
+            uint8_t level = row[4 * (size_t)from + c];
+            size_t at = (size_t)c * plane + base + (size_t)i;
+            if (output == FL_UINT8) {
+                ((uint8_t *)out)[at] = level;
+            } else {
+                float x = (float)level / 255.0f;
+                if (output == FL_NORMALIZED) x = (x - mean[c]) / std[c];
+                ((float *)out)[at] = x;
+            }
+        }
+    }
+}
+#endif
+
+/* One finished RGBX row into the three planes of `out`, flipped and converted. */
+static void write_row(const uint8_t *row, int width, int height, int dest_row,
+                      const fl_request *r, const float lut[3][256], void *out) {
+#ifdef FL_AVX2
+    if (__builtin_cpu_supports("avx2")) {
+        write_row_avx2(row, width, height, dest_row, r->hflip, r->output, r->mean, r->std, out);
+        return;
+    }
+#endif
+    write_row_portable(row, width, height, dest_row, r->hflip, r->output, lut, out);
 }
 
 /* The float32 value of each level: the operations NumPy runs for ToTensor (v / 255) and
@@ -395,8 +570,7 @@ static void horizontal_first(job *j, const region *g, const fl_request *r, const
                          j->row);
             row = j->row;
         }
-        write_row(row, width, height, r->vflip ? height - 1 - yy : yy, r->hflip, r->output, lut,
-                  out);
+        write_row(row, width, height, r->vflip ? height - 1 - yy : yy, r, lut, out);
     }
 }
 
@@ -413,8 +587,7 @@ static void vertical_first(job *j, const region *g, const fl_request *r, const f
     }
     for (int yy = 0; yy < height; yy++) {
         horizontal(j->middle + (size_t)yy * columns * 4, 0, 1, -first, &j->cx, width, j->row);
-        write_row(j->row, width, height, r->vflip ? height - 1 - yy : yy, r->hflip, r->output,
-                  lut, out);
+        write_row(j->row, width, height, r->vflip ? height - 1 - yy : yy, r, lut, out);
     }
 }
 

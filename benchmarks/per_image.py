@@ -1,0 +1,240 @@
+"""Where one training sample's time goes, on one core: decode, crop + resize to 224x224,
+and the float conversion (ToTensor + Normalize), for flowloader's native kernel, Pillow (+
+NumPy for the conversion: torchvision's v1 path), torchvision v2 on tensors, and DALI's CPU
+operators. Every library gets the same 200 JPEGs (flowloader bench's built-in 500x375 files,
+or 2048x1536 photos with ``--large``); flowloader, Pillow and torchvision get the same crop
+boxes (torchvision's RandomResizedCrop draws), DALI draws its own from the same
+distribution. "decode" is what each library decodes for the crop: the whole file for Pillow
+and torchvision, only the crop's region for flowloader and DALI (its image_random_crop).
+Milliseconds per image, best of 3 passes; each stage is the difference between running the
+steps up to it and up to the one before.
+
+    python -m benchmarks.per_image [--images 200] [--large] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import io
+import itertools
+import os
+import pathlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from .common import environment, write_json
+
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+DALI_BATCH = 20
+
+
+def _best_ms(fn: Callable[[], None], count: int, passes: int = 3) -> float:
+    best = float("inf")
+    for _ in range(passes):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best / count * 1000
+
+
+def _boxes(files: list[bytes]) -> list[tuple[int, int, int, int]]:
+    from flowloader.vision.transforms.transforms import crop_box
+
+    rng = np.random.default_rng(0)
+    boxes = []
+    for data in files:
+        width, height = Image.open(io.BytesIO(data)).size
+        boxes.append(crop_box(height, width, (0.08, 1.0), (3 / 4, 4 / 3), rng))
+    return boxes
+
+
+def _stages(run_to: dict[str, Callable[[], None]], count: int) -> dict[str, float]:
+    """ms per image of each stage, from cumulative runs (decode, + resize, + conversion)."""
+    totals = {name: _best_ms(fn, count) for name, fn in run_to.items()}
+    names = list(totals)
+    stages = {names[0]: totals[names[0]]}
+    for before, name in itertools.pairwise(names):
+        stages[name] = totals[name] - totals[before]
+    stages["total"] = totals[names[-1]]
+    return stages
+
+
+def flowloader_stages(files: list[bytes], boxes: list) -> dict[str, float]:
+    from flowloader.vision import native
+
+    if not native.available():
+        return {}
+    jobs = []
+    for data, (top, left, h, w) in zip(files, boxes, strict=True):
+        region = native.NativeJpeg(
+            data, 1, native.Axis(w, 0.0, float(w), w, 0, w, left),
+            native.Axis(h, 0.0, float(h), h, 0, h, top), 2, None, None,
+        )  # fmt: skip
+        cropped = native.NativeJpeg(
+            data, 1, native.Axis(w, 0.0, float(w), 224, 0, 224, left),
+            native.Axis(h, 0.0, float(h), 224, 0, 224, top), 2, None, None,
+        )  # fmt: skip
+        jobs.append((region, cropped))
+    mean_std = native.normalization(type("N", (), {"mean": MEAN, "std": STD}))
+    return _stages(
+        {
+            "decode": lambda: [region.write(None, "uint8", False, False) for region, _ in jobs],
+            "crop + resize": lambda: [job.write(None, "uint8", False, False) for _, job in jobs],
+            "conversion": lambda: [
+                job.write(None, "normalized", False, False, mean_std) for _, job in jobs
+            ],
+        },
+        len(files),
+    )
+
+
+def pillow_stages(files: list[bytes], boxes: list) -> dict[str, float]:
+    from flowloader.vision.transforms import functional as F
+
+    def decode() -> list[Image.Image]:
+        return [Image.open(io.BytesIO(data)).convert("RGB") for data in files]
+
+    def resize() -> list[Image.Image]:
+        return [
+            image.crop((left, top, left + w, top + h)).resize((224, 224), Image.BILINEAR)
+            for image, (top, left, h, w) in zip(decode(), boxes, strict=True)
+        ]
+
+    return _stages(
+        {
+            "decode": decode,
+            "crop + resize": resize,
+            "conversion": lambda: [F.to_normalized_tensor(i, MEAN, STD) for i in resize()],
+        },
+        len(files),
+    )
+
+
+def torchvision_v2_stages(files: list[bytes], boxes: list) -> dict[str, float]:
+    import torch
+    from torchvision.io import decode_jpeg
+    from torchvision.transforms.v2 import functional as F2
+
+    torch.set_num_threads(1)
+    encoded = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in files]
+
+    def decode() -> list[Any]:
+        return [decode_jpeg(data) for data in encoded]
+
+    def resize() -> list[Any]:
+        return [
+            F2.resized_crop(image, top, left, h, w, [224, 224], antialias=True)
+            for image, (top, left, h, w) in zip(decode(), boxes, strict=True)
+        ]
+
+    def convert() -> list[Any]:
+        return [
+            F2.normalize(F2.to_dtype(image, torch.float32, scale=True), MEAN, STD)
+            for image in resize()
+        ]
+
+    return _stages({"decode": decode, "crop + resize": resize, "conversion": convert}, len(files))
+
+
+def dali_stages(files: list[bytes], boxes: list) -> dict[str, float]:
+    from nvidia.dali import fn, pipeline_def, types
+
+    count = len(files) - len(files) % DALI_BATCH
+    arrays = [np.frombuffer(data, np.uint8) for data in files[:count]]
+
+    def pipeline(stage: int):
+        @pipeline_def(batch_size=DALI_BATCH, num_threads=1, device_id=None, seed=0)
+        def steps():
+            jpegs = fn.external_source(source=arrays, cycle=True, batch=False)
+            images = fn.decoders.image_random_crop(
+                jpegs, device="cpu", output_type=types.RGB, random_area=[0.08, 1.0],
+                random_aspect_ratio=[3 / 4, 4 / 3],
+            )  # fmt: skip
+            if stage == 0:
+                return images
+            images = fn.resize(images, resize_x=224, resize_y=224, antialias=True)
+            if stage == 1:
+                return images
+            return fn.crop_mirror_normalize(
+                images, dtype=types.FLOAT, output_layout="CHW",
+                mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD],
+            )  # fmt: skip
+
+        pipe = steps()
+        pipe.build()
+        return lambda: [pipe.run() for _ in range(count // DALI_BATCH)]
+
+    return _stages(
+        {"decode": pipeline(0), "crop + resize": pipeline(1), "conversion": pipeline(2)}, count
+    )
+
+
+LIBRARIES = {
+    "flowloader (native kernel)": ("flowloader", flowloader_stages),
+    "Pillow + NumPy (torchvision v1)": ("PIL", pillow_stages),
+    "torchvision v2 (tensors)": ("torchvision", torchvision_v2_stages),
+    "DALI CPU operators": ("nvidia.dali", dali_stages),
+}
+
+
+def run(images: int = 200, large: bool = False) -> list[dict]:
+    import importlib.util
+
+    from flowloader.cli import sample_data
+
+    from .peers import camera_photos_root
+
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, threads included
+    root = camera_photos_root() if large else sample_data.builtin("imagenet-like")
+    paths = sorted(glob.glob(os.path.join(root, "*", "*.jpg")))[:images]
+    files = [pathlib.Path(path).read_bytes() for path in paths]
+    boxes = _boxes(files)
+    records = []
+    for name, (module, stages) in LIBRARIES.items():
+        if importlib.util.find_spec(module) is None:
+            continue
+        measured = stages(files, boxes)
+        if measured:
+            records.append({"library": name, "large": large, **measured})
+    return records
+
+
+def table(records: list[dict]) -> str:
+    lines = [
+        "| library, ms per image on one core | decode | crop + resize | conversion | total |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for r in records:
+        lines.append(
+            f"| {r['library']} | {r['decode']:.2f} | {r['crop + resize']:.2f} | "
+            f"{r['conversion']:.2f} | {r['total']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def section(quick: bool = False) -> str:
+    small = table(run(images=60 if quick else 200))
+    large = table(run(images=20 if quick else 60, large=True))
+    return f"500x375 JPEGs:\n\n{small}\n\n2048x1536 photos:\n\n{large}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=200)
+    parser.add_argument("--large", action="store_true", help="2048x1536 photos")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    print(environment())
+    records = run(args.images, args.large)
+    print(table(records))
+    write_json(args.json, records)
+
+
+if __name__ == "__main__":
+    main()
