@@ -63,12 +63,11 @@ NOTES = {
         "processes on two cores decides: **the 30x target is met without workers, not with 2**."
     ),
     "imagenet": (
-        "Validation runs Resize + CenterCrop as one Pillow resize of the kept region, planned "
-        "from the JPEG header (ImageFolder's default; pixels within 1-2 levels of torchvision's, "
-        "`reduced_decode=False` for exact numerics). Training decodes and resizes exactly as "
-        "torchvision does (no reduction applies to 500x375 images); its margin comes from the "
-        "loader and the cheaper per-sample Python around the same Pillow calls, so the uint8 "
-        "training ratio sits near 1.2x and moves with the run."
+        "flowloader's ImageFolder runs both pipelines through the native JPEG kernel (region "
+        "decode with libjpeg-turbo, Pillow's resampling bit for bit, flips and conversion into "
+        "the batch slot): on these 500x375 files its samples are bit-identical to "
+        "torchvision's. torch + torchvision decode the whole file with Pillow, resize with "
+        "Pillow and convert with torch."
     ),
     "peers": (
         "The peers run torchvision's own sample function on their engines, so they do the same "
@@ -79,6 +78,19 @@ NOTES = {
         "framework iterators copy them into tensors. simplejpeg was tried as the JPEG decoder "
         "and left out: inside the pipeline it measured slower than Pillow here (4.5 against "
         "3.6 ms per training sample, 4.1 against 3.6 per validation sample)."
+    ),
+    "peers_large": (
+        "Entropy decoding runs through every row above a crop's last one, whatever the scale: "
+        "on these 1.2 MB photos that is most of the ~13 ms a sample costs flowloader on one "
+        "core (`per_image --large`), and the same for every peer."
+    ),
+    "per_image": (
+        "Each stage is a difference of totals; on the 2048x1536 photos these swing by 1-2 ms "
+        "between passes, so a stage there can come out below zero: read the totals. "
+        "flowloader's decode is about 0.6 ms of entropy decoding (the whole scan up to the "
+        "crop's last row, at any scale) plus the region's IDCT and colour conversion; its "
+        "resize is Pillow's filter with AVX2, and its conversion is written while the last "
+        "resampling pass runs, so it costs next to nothing."
     ),
     "imagenet_large": (
         "Decoding at 1/2 or 1/4 scale still entropy-decodes the whole file: on these 1.2 MB "

@@ -5,7 +5,9 @@ operators. Every library gets the same 200 JPEGs (flowloader bench's built-in 50
 or 2048x1536 photos with ``--large``); flowloader, Pillow and torchvision get the same crop
 boxes (torchvision's RandomResizedCrop draws), DALI draws its own from the same
 distribution. "decode" is what each library decodes for the crop: the whole file for Pillow
-and torchvision, only the crop's region for flowloader and DALI (its image_random_crop).
+and torchvision, only the crop's region for flowloader (at the reduced scale it plans) and
+DALI (its image_random_crop). flowloader writes into one reused slot, as in a DataLoader
+worker (where the slot is the batch's shared memory); the others allocate as they do.
 Milliseconds per image, best of 3 passes; each stage is the difference between running the
 steps up to it and up to the one before.
 
@@ -66,28 +68,43 @@ def _stages(run_to: dict[str, Callable[[], None]], count: int) -> dict[str, floa
 
 
 def flowloader_stages(files: list[bytes], boxes: list) -> dict[str, float]:
-    from flowloader.vision import native
+    """The kernel's planned job for each crop (with its reduced scale), written into one
+    reused slot as in a DataLoader worker; "decode" is the same job without the resize: the
+    region at the job's scale, written out as it is."""
+    from flowloader.vision import decode, native
+    from flowloader.vision.geometry import NATIVE_DECODED_PER_OUTPUT, _reduced
 
     if not native.available():
         return {}
     jobs = []
     for data, (top, left, h, w) in zip(files, boxes, strict=True):
-        region = native.NativeJpeg(
-            data, 1, native.Axis(w, 0.0, float(w), w, 0, w, left),
-            native.Axis(h, 0.0, float(h), h, 0, h, top), 2, None, None,
-        )  # fmt: skip
-        cropped = native.NativeJpeg(
-            data, 1, native.Axis(w, 0.0, float(w), 224, 0, 224, left),
-            native.Axis(h, 0.0, float(h), 224, 0, 224, top), 2, None, None,
-        )  # fmt: skip
-        jobs.append((region, cropped))
+        width, height = Image.open(io.BytesIO(data)).size
+        x = native.Axis(w, 0.0, float(w), 224, 0, 224, left)
+        y = native.Axis(h, 0.0, float(h), 224, 0, 224, top)
+        scale = decode.reduction_for(min(w, h) / 224 / NATIVE_DECODED_PER_OUTPUT)
+        if scale > 1:
+            x, y = _reduced(x, scale, width), _reduced(y, scale, height)
+        region = [
+            native.Axis(a.in_size, 0.0, float(a.in_size), a.in_size, 0, a.in_size, a.origin)
+            for a in (x, y)
+        ]
+        jobs.append(
+            (
+                native.NativeJpeg(data, scale, *region, 2, None, None),
+                native.NativeJpeg(data, scale, x, y, 2, None, None),
+                np.empty((3, region[1].in_size, region[0].in_size), np.uint8),
+            )
+        )
     mean_std = native.normalization(type("N", (), {"mean": MEAN, "std": STD}))
+    uint8_slot, float_slot = np.zeros((3, 224, 224), np.uint8), np.zeros((3, 224, 224), "f4")
     return _stages(
         {
-            "decode": lambda: [region.write(None, "uint8", False, False) for region, _ in jobs],
-            "crop + resize": lambda: [job.write(None, "uint8", False, False) for _, job in jobs],
+            "decode": lambda: [job.write(out, "uint8", False, False) for job, _, out in jobs],
+            "crop + resize": lambda: [
+                job.write(uint8_slot, "uint8", False, False) for _, job, _ in jobs
+            ],
             "conversion": lambda: [
-                job.write(None, "normalized", False, False, mean_std) for _, job in jobs
+                job.write(float_slot, "normalized", False, False, mean_std) for _, job, _ in jobs
             ],
         },
         len(files),

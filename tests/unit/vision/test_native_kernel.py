@@ -279,6 +279,18 @@ def test_bad_calls_are_refused() -> None:
         kernel.decode_into(b"GIF89a....", out, 1, x, y, 2, False, False, 0, True)
 
 
+def test_a_header_claiming_a_huge_image_is_refused_without_allocating_it() -> None:
+    """A few hundred bytes whose progressive header claims 60000 x 60000 pixels: libjpeg
+    would allocate coefficients for all of them; the kernel caps its memory at 1 GiB."""
+    data = bytearray(jpeg(32, 32, progressive=True))
+    sof = data.index(b"\xff\xc2")
+    data[sof + 5 : sof + 9] = (60000).to_bytes(2, "big") * 2  # height, width
+    out = np.empty((3, 8, 8), np.uint8)
+    axis = (16, 0.0, 16.0, 8, 0, 8, 0)
+    with pytest.raises(MemoryError, match="more than 1 GiB"):
+        kernel.decode_into(bytes(data), out, 1, axis, axis, 2, False, False, 0, True)
+
+
 def test_image_backend_says_which_path_runs(monkeypatch) -> None:
     assert native.image_backend().startswith("native (libjpeg")
     monkeypatch.setenv("FLOWLOADER_NATIVE", "0")

@@ -22,6 +22,9 @@
  * decodes differ from a full decode only within a few pixels of the cut. */
 #define MARGIN 16
 #define MAX_SIDE 65535
+/* The most memory one call lets libjpeg and the region take: a header that claims a huge
+ * progressive image would otherwise make libjpeg allocate its coefficients for all of it. */
+#define MAX_MEMORY ((size_t)1 << 30)
 
 /* x86-64 builds carry AVX2 versions of the two resampling passes, chosen at run time; the
  * portable versions run elsewhere. Both give the same integers. */
@@ -53,11 +56,17 @@ typedef struct {
     struct jpeg_error_mgr pub;
     jmp_buf jump;
     char message[JMSG_LENGTH_MAX];
+    int too_large; /* libjpeg needed more than MAX_MEMORY */
 } error_mgr;
 
 static void on_error(j_common_ptr cinfo) {
     error_mgr *err = (error_mgr *)cinfo->err;
-    (*cinfo->err->format_message)(cinfo, err->message);
+    if (cinfo->err->msg_code == JERR_NO_BACKING_STORE) {
+        err->too_large = 1;
+        snprintf(err->message, sizeof(err->message), "decoding needs more than 1 GiB");
+    } else {
+        (*cinfo->err->format_message)(cinfo, err->message);
+    }
     longjmp(err->jump, 1);
 }
 
@@ -83,6 +92,7 @@ static void init_errors(error_mgr *err, struct jpeg_decompress_struct *cinfo) {
     err->pub.emit_message = on_message;
     err->pub.output_message = no_output;
     err->message[0] = '\0';
+    err->too_large = 0;
 }
 
 /* Header ---------------------------------------------------------------------------------- */
@@ -635,6 +645,7 @@ static int run(job *j, const unsigned char *data, size_t size, const fl_request 
         set_error(error, error_size, "colour space not handled by the kernel");
         return FL_UNSUPPORTED;
     }
+    cinfo->mem->max_memory_to_use = (long)MAX_MEMORY; /* beyond it: "no backing store" */
     cinfo->scale_num = 1;
     cinfo->scale_denom = (unsigned int)r->scale_denom;
     cinfo->out_color_space = JCS_EXT_RGBX;
@@ -662,6 +673,10 @@ static int run(job *j, const unsigned char *data, size_t size, const fl_request 
     }
     size_t stride = (size_t)cinfo->output_width * 4;
     int rows = y1 - y0;
+    if (stride * (size_t)rows > MAX_MEMORY) {
+        set_error(error, error_size, "the region to decode is larger than 1 GiB");
+        return FL_NO_MEMORY;
+    }
     j->decoded = malloc(stride * (size_t)rows + 4);
     if (!j->decoded) {
         set_error(error, error_size, "out of memory");
@@ -704,9 +719,10 @@ int fl_decode_resize(const unsigned char *data, size_t size, const fl_request *r
     }
     init_errors(&j->err, &j->cinfo);
     if (setjmp(j->err.jump)) {
+        int status = j->err.too_large ? FL_NO_MEMORY : FL_CORRUPT;
         set_error(error, error_size, j->err.message);
         free_job(j);
-        return FL_CORRUPT;
+        return status;
     }
     int status = run(j, data, size, request, out, error, error_size);
     free_job(j);
