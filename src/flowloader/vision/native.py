@@ -6,6 +6,7 @@ runs, and :func:`image_backend` says which runs and why. ``vision/plan.py`` deci
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +20,15 @@ try:
     from . import _jpeg_kernel as _kernel
 
     _missing = None
-except ImportError as error:  # not built: no compiler or no libjpeg headers at install
+except ImportError as error:
     _kernel = None
-    _missing = f"the native kernel was not built ({error})"
+    if importlib.util.find_spec(f"{__package__}._jpeg_kernel") is None:
+        _missing = (
+            "the native kernel was not built: install a C compiler and libjpeg-turbo's "
+            "headers (libjpeg62-turbo-dev, or Homebrew's jpeg-turbo), then reinstall"
+        )
+    else:  # built, but it does not load (libjpeg missing at run time, say)
+        _missing = f"the native kernel does not load ({error})"
 
 # Pillow 13 resamples vertically first for some shapes (python-pillow/Pillow#9549); the
 # kernel follows the installed Pillow's order so that its results are Pillow's.
