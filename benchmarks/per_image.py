@@ -73,6 +73,7 @@ def flowloader_stages(files: list[bytes], boxes: list) -> dict[str, float]:
     region at the job's scale, written out as it is."""
     from flowloader.vision import decode, native
     from flowloader.vision.geometry import NATIVE_DECODED_PER_OUTPUT, _reduced
+    from flowloader.vision.transforms import Normalize
 
     if not native.available():
         return {}
@@ -95,7 +96,7 @@ def flowloader_stages(files: list[bytes], boxes: list) -> dict[str, float]:
                 np.empty((3, region[1].in_size, region[0].in_size), np.uint8),
             )
         )
-    mean_std = native.normalization(type("N", (), {"mean": MEAN, "std": STD}))
+    mean_std = native.normalization(Normalize(MEAN, STD))
     uint8_slot, float_slot = np.zeros((3, 224, 224), np.uint8), np.zeros((3, 224, 224), "f4")
     return _stages(
         {
