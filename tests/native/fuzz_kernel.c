@@ -1,6 +1,7 @@
 /* libFuzzer harness for the native JPEG kernel, built with AddressSanitizer and
  * UndefinedBehaviorSanitizer by run_fuzz.sh. The first 18 bytes of an input choose the
- * request (scale, filter, flips, output, pass order and both axes, sometimes invalid); the
+ * request (scale, filter, flips, output, pass order, portable or AVX2 passes, and both axes,
+ * sometimes invalid); the
  * rest is the JPEG. Any result is fine; a sanitizer report, a crash or a hang is a finding. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     r.vflip = data[1] >> 2 & 1;
     r.output = (data[1] >> 3) % 3;
     r.pillow_order = data[1] >> 5 & 1;
+    r.portable = data[0] >> 2 & 1; /* the AVX2 and the portable passes alike */
     for (int c = 0; c < 3; c++) {
         r.mean[c] = 0.5f;
         r.std[c] = 0.25f;

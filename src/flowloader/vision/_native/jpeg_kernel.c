@@ -371,24 +371,38 @@ AVX2 static void vertical_row_avx2(const uint8_t *src, size_t stride, int width,
 }
 #endif
 
-static void horizontal(const uint8_t *src, size_t src_stride, int rows, int shift,
-                       const coeffs *c, int count, uint8_t *dst) {
+/* Whether this call runs the AVX2 passes. */
+static int use_avx2(const fl_request *r) {
 #ifdef FL_AVX2
-    if (__builtin_cpu_supports("avx2")) {
+    return !r->portable && __builtin_cpu_supports("avx2");
+#else
+    (void)r;
+    return 0;
+#endif
+}
+
+static void horizontal(const uint8_t *src, size_t src_stride, int rows, int shift,
+                       const coeffs *c, int count, uint8_t *dst, int avx2) {
+#ifdef FL_AVX2
+    if (avx2) {
         horizontal_avx2(src, src_stride, rows, shift, c, count, dst);
         return;
     }
+#else
+    (void)avx2;
 #endif
     horizontal_portable(src, src_stride, rows, shift, c, count, dst);
 }
 
 static void vertical_row(const uint8_t *src, size_t stride, int width, int first, int taps,
-                         const int32_t *k, int32_t *acc, uint8_t *row) {
+                         const int32_t *k, int32_t *acc, uint8_t *row, int avx2) {
 #ifdef FL_AVX2
-    if (__builtin_cpu_supports("avx2")) {
+    if (avx2) {
         vertical_row_avx2(src, stride, width, first, taps, k, acc, row);
         return;
     }
+#else
+    (void)avx2;
 #endif
     vertical_row_portable(src, stride, width, first, taps, k, acc, row);
 }
@@ -471,7 +485,7 @@ AVX2 static void write_row_avx2(const uint8_t *row, int width, int height, int d
 static void write_row(const uint8_t *row, int width, int height, int dest_row,
                       const fl_request *r, const float lut[3][256], void *out) {
 #ifdef FL_AVX2
-    if (__builtin_cpu_supports("avx2")) {
+    if (use_avx2(r)) {
         write_row_avx2(row, width, height, dest_row, r->hflip, r->output, r->mean, r->std, out);
         return;
     }
@@ -565,7 +579,8 @@ static void horizontal_first(job *j, const region *g, const fl_request *r, const
     int width = r->x.out_count, height = r->y.out_count;
     int first = j->cy.lo, rows = j->cy.hi - j->cy.lo;
     if (j->cx.need) {
-        horizontal(row_at(g, first), g->stride, rows, g->shift_x, &j->cx, width, j->middle);
+        horizontal(row_at(g, first), g->stride, rows, g->shift_x, &j->cx, width, j->middle,
+                   use_avx2(r));
     } else {
         for (int y = 0; y < rows; y++) {
             memcpy(j->middle + (size_t)y * width * 4, at(g, r->x.out_start, first + y),
@@ -577,7 +592,7 @@ static void horizontal_first(job *j, const region *g, const fl_request *r, const
         if (j->cy.need) {
             vertical_row(j->middle, (size_t)width * 4, width, j->cy.bounds[2 * yy] - first,
                          j->cy.bounds[2 * yy + 1], j->cy.k + (size_t)yy * j->cy.ksize, j->acc,
-                         j->row);
+                         j->row, use_avx2(r));
             row = j->row;
         }
         write_row(row, width, height, r->vflip ? height - 1 - yy : yy, r, lut, out);
@@ -593,10 +608,11 @@ static void vertical_first(job *j, const region *g, const fl_request *r, const f
     for (int yy = 0; yy < height; yy++) {
         vertical_row(at(g, first, j->cy.bounds[2 * yy]), g->stride, columns, 0,
                      j->cy.bounds[2 * yy + 1], j->cy.k + (size_t)yy * j->cy.ksize, j->acc,
-                     j->middle + (size_t)yy * columns * 4);
+                     j->middle + (size_t)yy * columns * 4, use_avx2(r));
     }
     for (int yy = 0; yy < height; yy++) {
-        horizontal(j->middle + (size_t)yy * columns * 4, 0, 1, -first, &j->cx, width, j->row);
+        horizontal(j->middle + (size_t)yy * columns * 4, 0, 1, -first, &j->cx, width, j->row,
+                   use_avx2(r));
         write_row(j->row, width, height, r->vflip ? height - 1 - yy : yy, r, lut, out);
     }
 }

@@ -39,6 +39,9 @@ typedef struct {
     /* 1: Pillow 13's pass order (vertical first when the height shrinks by more than twice
      * the pixels the width does); 0: older Pillow's (always horizontal first). */
     int pillow_order;
+    /* 1: run the portable passes even where the CPU has AVX2 (the same integers; the tests
+     * compare them, since x86-64 machines would otherwise never run them). */
+    int portable;
     float mean[3], std[3];
 } fl_request;
 

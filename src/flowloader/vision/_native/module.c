@@ -49,7 +49,7 @@ static PyObject *header(PyObject *self, PyObject *args) {
 
 static PyObject *decode_into(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"data", "out", "scale", "x", "y", "filter", "hflip", "vflip",
-                               "output", "pillow_order", "mean", "std", NULL};
+                               "output", "pillow_order", "mean", "std", "portable", NULL};
     Py_buffer data, out;
     PyObject *x, *y;
     fl_request r;
@@ -57,11 +57,11 @@ static PyObject *decode_into(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     memset(&r, 0, sizeof(r));
     r.std[0] = r.std[1] = r.std[2] = 1.0f;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*w*iO!O!ippip|(fff)(fff):decode_into",
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*w*iO!O!ippip|(fff)(fff)p:decode_into",
                                      keywords, &data, &out, &r.scale_denom, &PyTuple_Type, &x,
                                      &PyTuple_Type, &y, &r.filter, &r.hflip, &r.vflip, &r.output, &r.pillow_order,
                                      &r.mean[0], &r.mean[1], &r.mean[2], &r.std[0], &r.std[1],
-                                     &r.std[2])) {
+                                     &r.std[2], &r.portable)) {
         return NULL;
     }
     PyObject *result = NULL;
@@ -94,7 +94,7 @@ static PyMethodDef methods[] = {
      "header(data) -> (width, height, components, supported, progressive)"},
     {"decode_into", (PyCFunction)(void (*)(void))decode_into, METH_VARARGS | METH_KEYWORDS,
      "decode_into(data, out, scale, x, y, filter, hflip, vflip, output, pillow_order[, mean, "
-     "std]): decode, "
+     "std, portable]): decode, "
      "resample, flip and convert one JPEG into out (3 planes, C-contiguous)."},
     {NULL, NULL, 0, NULL},
 };
