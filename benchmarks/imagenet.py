@@ -96,15 +96,18 @@ def time_batches(loader, batches: int) -> tuple[float, float]:
     return samples / elapsed, used / samples * 1000
 
 
-def large_photos_root() -> str:
-    """96 JPEGs of 2048x1536, as phones and cameras produce (made once)."""
+def large_photos_root(per_class: int = 48) -> str:
+    """2 x ``per_class`` JPEGs of 2048x1536, as phones and cameras produce (made once)."""
     import os
     import tempfile
 
     from flowloader.vision.datasets import make_image_folder
 
-    root = os.path.join(tempfile.gettempdir(), "flowloader-bench-large-photos")
-    make_image_folder(root, num_classes=2, images_per_class=48, size=(2048, 1536), quality=92)
+    name = f"flowloader-bench-large-photos-{2 * per_class}"
+    root = os.path.join(tempfile.gettempdir(), name)
+    make_image_folder(
+        root, num_classes=2, images_per_class=per_class, size=(2048, 1536), quality=92
+    )
     return root
 
 

@@ -260,15 +260,10 @@ def measure(
 
 
 def camera_photos_root() -> str:
-    """200 JPEGs of 2048x1536, as phones and cameras produce (made once)."""
-    import os
-    import tempfile
+    """200 JPEGs of 2048x1536 (made once)."""
+    from .imagenet import large_photos_root
 
-    from flowloader.vision.datasets import make_image_folder
-
-    root = os.path.join(tempfile.gettempdir(), "flowloader-bench-camera-photos")
-    make_image_folder(root, num_classes=2, images_per_class=100, size=(2048, 1536), quality=92)
-    return root
+    return large_photos_root(per_class=100)
 
 
 def _installed(module: str) -> bool:

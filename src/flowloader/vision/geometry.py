@@ -64,8 +64,8 @@ class Geometry:
                 crop_h, crop_w = self.crop.size
                 if crop_h > out_h or crop_w > out_w:  # the crop pads: the Pillow path
                     return None
-                x = replace(x, start=round((out_w - crop_w) / 2.0), count=crop_w)
-                y = replace(y, start=round((out_h - crop_h) / 2.0), count=crop_h)
+                x = replace(x, start=_center_offset(out_w, crop_w), count=crop_w)
+                y = replace(y, start=_center_offset(out_h, crop_h), count=crop_h)
         reduction = decode.reduction_for(min(_scale(x), _scale(y)) / NATIVE_DECODED_PER_OUTPUT)
         if reduction > 1:
             x, y = _reduced(x, reduction, width), _reduced(y, reduction, height)
@@ -118,9 +118,15 @@ def _center_crop_box(
     """The region of the original image that Resize to (resized_h, resized_w) followed by
     CenterCrop(crop) keeps (torchvision's rounding of the crop offset)."""
     crop_h, crop_w = crop
-    top, left = round((resized_h - crop_h) / 2.0), round((resized_w - crop_w) / 2.0)
+    top, left = _center_offset(resized_h, crop_h), _center_offset(resized_w, crop_w)
     sx, sy = width / resized_w, height / resized_h
     return (left * sx, top * sy, (left + crop_w) * sx, (top + crop_h) * sy)
+
+
+def _center_offset(size: int, crop: int) -> int:
+    """Where CenterCrop starts a crop of ``crop`` pixels in ``size`` (torchvision's
+    rounding)."""
+    return round((size - crop) / 2.0)
 
 
 def _too_many_pixels(header: native.Header) -> bool:

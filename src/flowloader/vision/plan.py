@@ -139,21 +139,24 @@ class Plan:
         """Flips and conversion of an image that went through the head; into ``out`` when
         given (its shape must be :meth:`output_shape`'s)."""
         if isinstance(img, NativeJpeg):
-            flipped = {0: False, 1: False}
-            for step in self.flips:
-                if step.generator(rng).random() < step.p:
-                    flipped[_FLIP_AXES[type(step)]] ^= True
-            return img.write(out, self.conversion, flipped[1], flipped[0], self.mean_std)
+            axes = self._drawn_flips(rng)
+            hflip, vflip = axes.count(1) % 2 == 1, axes.count(0) % 2 == 1
+            return img.write(out, self.conversion, hflip, vflip, self.mean_std)
         pixels = _pixels_hwc(img) if self.conversion is not None else None
         if pixels is None:  # no conversion to fuse, or not an 8-bit image: step by step
             assert out is None, "output_shape() said this image is not written whole"
             for step in self.steps[len(self.head) :]:
                 img = call_step(step, img, rng)
             return img
-        for step in self.flips:
-            if step.generator(rng).random() < step.p:
-                pixels = np.flip(pixels, _FLIP_AXES[type(step)])
+        for axis in self._drawn_flips(rng):
+            pixels = np.flip(pixels, axis)
         return self._convert(_chw(pixels), out)
+
+    def _drawn_flips(self, rng: Any) -> list[int]:
+        """The (H, W) axes one image's flips reverse, each step drawing once, in order."""
+        return [
+            _FLIP_AXES[type(step)] for step in self.flips if step.generator(rng).random() < step.p
+        ]
 
     def output_shape(self, img: Any) -> tuple[int, ...] | None:
         """The shape :meth:`finish` gives ``img``, or None if it is not written whole; read

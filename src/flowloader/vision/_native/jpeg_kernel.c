@@ -636,7 +636,7 @@ static int resample(job *j, const region *g, const fl_request *r, void *out, cha
         return FL_NO_MEMORY;
     }
     float lut[3][256];
-    if (r->output != FL_UINT8) make_lut(r, lut);
+    if (r->output != FL_UINT8 && !use_avx2(r)) make_lut(r, lut); /* the portable writer's */
     if (flip_order) {
         vertical_first(j, g, r, (const float(*)[256])lut, out);
     } else {
