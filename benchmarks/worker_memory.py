@@ -52,8 +52,8 @@ def pss_bytes(pid: int) -> int:
 
 
 def total_pss(iterator) -> int:
-    workers = iterator._workers
-    processes = workers.processes if hasattr(workers, "processes") else workers  # ours / torch's
+    transport = getattr(iterator, "_transport", None)  # ours; torch's keeps a list of processes
+    processes = transport.group.processes if transport is not None else iterator._workers
     return sum(pss_bytes(pid) for pid in [os.getpid(), *(p.pid for p in processes)])
 
 

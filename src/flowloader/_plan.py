@@ -49,6 +49,8 @@ class LoadPlan:
     output: str = "numpy"
     skip_errors: tuple[type[Exception], ...] = ()
     max_skipped: int | float | None = None
+    worker_method: str = "multiprocessing"
+    max_worker_restarts: int = 0
 
     @property
     def auto_collation(self) -> bool:
@@ -120,6 +122,38 @@ def _check_workers(
     return prefetch_factor
 
 
+WORKER_METHODS = ("multiprocessing", "thread")
+
+
+def _check_worker_method(
+    worker_method: Any, context: Any, max_worker_restarts: Any, num_workers: int
+) -> None:
+    if worker_method not in WORKER_METHODS:
+        raise ValueError(
+            f"worker_method should be one of {WORKER_METHODS}, but got "
+            f"worker_method={worker_method!r}"
+        )
+    if worker_method == "thread" and context is not None:
+        raise ValueError(
+            "multiprocessing_context only applies to worker_method='multiprocessing', but got "
+            f"multiprocessing_context={context!r} with worker_method='thread'"
+        )
+    if not _is_int(max_worker_restarts):
+        raise TypeError(
+            "max_worker_restarts should be an int, but got "
+            f"max_worker_restarts={max_worker_restarts!r}"
+        )
+    if max_worker_restarts < 0:
+        raise ValueError(
+            f"max_worker_restarts should be non-negative, but got {max_worker_restarts}"
+        )
+    if max_worker_restarts and num_workers == 0:
+        raise ValueError(
+            "max_worker_restarts only applies to loading with workers (num_workers > 0), but "
+            f"got max_worker_restarts={max_worker_restarts} with num_workers=0"
+        )
+
+
 def _check_iterable_options(shuffle: Any, sampler: Any, batch_sampler: Any) -> None:
     if shuffle not in {False, None}:
         raise ValueError(
@@ -162,6 +196,12 @@ def resolve(arguments: Mapping[str, Any]) -> LoadPlan:
     prefetch_factor = _check_workers(num_workers, timeout, prefetch_factor, persistent_workers)
     check_output(output)
     skip_types = check_policy(skip_errors, max_skipped)
+    _check_worker_method(
+        arguments["worker_method"],
+        multiprocessing_context,
+        arguments["max_worker_restarts"],
+        num_workers,
+    )
     context = resolve_context(multiprocessing_context, num_workers)
     generator = _seed.resolve_generator(generator)
 
@@ -219,6 +259,8 @@ def resolve(arguments: Mapping[str, Any]) -> LoadPlan:
         output=output,
         skip_errors=skip_types,
         max_skipped=max_skipped,
+        worker_method=arguments["worker_method"],
+        max_worker_restarts=int(arguments["max_worker_restarts"]),
     )
 
 

@@ -6,12 +6,11 @@ import copy
 import dataclasses
 import math
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from . import _plan, _state
-from ._iter.multi_process import MultiProcessIterator
-from ._iter.single_process import SingleProcessIterator
+from ._iter.iterator import DataLoaderIterator
 from .dataset import Dataset
 
 T_co = TypeVar("T_co", covariant=True)
@@ -46,6 +45,14 @@ class DataLoader(Generic[T_co]):
     in ``iterator.stats().skipped``; ``max_skipped`` caps them (a count, or a fraction of the
     samples seen so far), past which ``TooManySkippedError`` lists them. Batches stay the same
     for any ``num_workers``, and resuming from ``state_dict()`` stays exact.
+
+    ``worker_method="thread"`` (PyTorch's spelling; ``"multiprocessing"`` is the default)
+    runs the ``num_workers`` workers as threads of this process: batches are handed over
+    without shared memory or pickling, and come out exactly as with processes. They gain where
+    loading releases the GIL (image decoding, NumPy) or on free-threaded Python; see
+    docs/design/epoch.md. ``max_worker_restarts=N`` replaces a worker that dies (killed,
+    out of memory, a crash in native code) up to N times per epoch, loading its batches
+    again, so every sample still comes once and in order; past N, ``WorkerCrashedError``.
     """
 
     _initialized = False
@@ -73,6 +80,8 @@ class DataLoader(Generic[T_co]):
         output: str = "numpy",
         skip_errors: type[Exception] | tuple[type[Exception], ...] | None = None,
         max_skipped: int | float | None = None,
+        worker_method: str = "multiprocessing",
+        max_worker_restarts: int = 0,
     ) -> None:
         arguments = dict(locals())  # every parameter by name: the signature is written once
         del arguments["self"]
@@ -123,19 +132,17 @@ class DataLoader(Generic[T_co]):
         self._epochs_started = epoch + 1
         return epoch, resume
 
-    def _get_iterator(self) -> Iterator[Any]:
+    def _get_iterator(self) -> DataLoaderIterator:
         plan = self._plan_snapshot()
         epoch, resume = self._next_epoch()
         hint = self._IterableDataset_len_called
-        if plan.num_workers == 0:
-            iterator: Any = SingleProcessIterator(plan, hint, epoch, resume)
-        else:
+        if plan.num_workers > 0:
             self.check_worker_number_rationality()
-            iterator = MultiProcessIterator(plan, hint, epoch, resume)
+        iterator = DataLoaderIterator(plan, hint, epoch, resume)
         self._last_position = iterator.position
         return iterator
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> DataLoaderIterator:
         """A new pass over the data. With persistent workers, the same iterator is reset and
         its workers are reused (a new one is made if the old one was shut down by an error)."""
         if not (self.persistent_workers and self.num_workers > 0):

@@ -13,6 +13,7 @@ transform); ``enabled = False`` turns the clock off (see benchmarks/RESULTS.md).
 from __future__ import annotations
 
 import contextvars
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -113,6 +114,12 @@ def stage(name: str) -> _Stage | _NoStage:
     return timer
 
 
+def gil_disabled() -> bool:
+    """True on a free-threaded CPython (3.13t and later) running without its GIL."""
+    is_enabled = getattr(sys, "_is_gil_enabled", None)
+    return is_enabled is not None and not is_enabled()
+
+
 @dataclass
 class LoaderStats:
     """Totals for one iterator since it started (or since its epoch started)."""
@@ -130,6 +137,12 @@ class LoaderStats:
     # Samples dropped under the DataLoader's skip_errors policy, in sampler order
     # (flowloader._skip.SkippedSample: index, path, error).
     skipped: list = field(default_factory=list)
+    # Workers that died and were replaced this epoch (max_worker_restarts).
+    worker_restarts: int = 0
+    # "process" or "thread" workers ("" without workers), and whether this Python runs
+    # without the GIL (free-threaded CPython), where thread workers use every core.
+    worker_method: str = ""
+    free_threaded: bool = field(default_factory=lambda: gil_disabled())
 
     @property
     def mean_in_flight(self) -> float:
@@ -184,7 +197,9 @@ class LoaderStats:
             for name, seconds in part.stage_s.items():
                 total.stage_s[name] += seconds
             total.skipped.extend(part.skipped)
+            total.worker_restarts += part.worker_restarts
         if parts:
+            total.worker_method = parts[0].worker_method
             total.first_batch_s = parts[0].first_batch_s
             total.in_flight = parts[-1].in_flight
         return total
@@ -203,4 +218,7 @@ class LoaderStats:
             "cores_used": self.cores_used,
             "input_bound": self.input_bound,
             "skipped": len(self.skipped),
+            "worker_restarts": self.worker_restarts,
+            "worker_method": self.worker_method,
+            "free_threaded": self.free_threaded,
         }

@@ -85,7 +85,7 @@ def test_persistent_workers_are_reused_across_epochs() -> None:
     for _ in range(3):
         labels = sorted(int(i) for b in persistent for i in b["label"])
         assert labels == list(range(40))
-        pids.append([p.pid for p in persistent._iterator._workers.processes])
+        pids.append([p.pid for p in persistent._iterator._transport.group.processes])
     assert pids[0] == pids[1] == pids[2]
     del persistent
 
@@ -116,7 +116,7 @@ from integration.datasets import Arrays
 it = iter(fl.DataLoader(Arrays(100000, delay_s=0.01), batch_size=2, num_workers=2,
                         prefetch_factor=4))
 held = [next(it) for _ in range(5)]  # batches held, more in flight
-print(os.getpid(), " ".join(str(p.pid) for p in it._workers.processes), flush=True)
+print(os.getpid(), " ".join(str(p.pid) for p in it._transport.group.processes), flush=True)
 if sys.argv[1] == "exit":
     os._exit(0)
 for batch in it:  # mid-epoch until killed

@@ -19,9 +19,13 @@ class Poller:
         self._poll = select.poll()
         self._by_fd: dict[int, Any] = {}
         for handle in handles:
-            fd = handle if isinstance(handle, int) else handle.fileno()
-            self._by_fd[fd] = handle
-            self._poll.register(fd, _READABLE)
+            self.watch(handle)
+
+    def watch(self, handle: Any) -> None:
+        """Start watching ``handle`` (a restarted worker's pipe and sentinel)."""
+        fd = handle if isinstance(handle, int) else handle.fileno()
+        self._by_fd[fd] = handle
+        self._poll.register(fd, _READABLE)
 
     def ready(self, timeout_s: float | None) -> list[Any]:
         """The handles readable (or closed) within ``timeout_s``; None waits indefinitely."""

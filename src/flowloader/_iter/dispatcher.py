@@ -55,6 +55,12 @@ class Dispatcher:
         self.active = [False] * self.num_workers
         return lost
 
+    def requeue(self, worker: int) -> list[tuple[int, Any]]:
+        """A worker died and is being replaced: its outstanding tasks, oldest first, as
+        (task id, indices), to be assigned again under the same ids. Its round-robin turn
+        and the budget they used stay as they were."""
+        return sorted((t, i) for t, (owner, i) in self.outstanding.items() if owner == worker)
+
     def idle(self) -> bool:
         return not self.outstanding
 

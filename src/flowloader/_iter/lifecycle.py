@@ -62,23 +62,44 @@ class WorkerGroup:
         # (worker id, segment name) of batches the consumer dropped; appended by finalizers.
         self.dropped: collections.deque[tuple[int, str]] = collections.deque()
         self.pending_releases: dict[int, list[str]] = collections.defaultdict(list)
-        self.processes: list[Any] = []
-        self.task_conns: list[Any] = []
-        self.result_conns: list[Any] = []
+        self.processes: list[Any] = [None] * plan.num_workers
+        self.task_conns: list[Any] = [None] * plan.num_workers
+        self.result_conns: list[Any] = [None] * plan.num_workers
+        # Every process a worker id had (restarts add some), each with its own pipes.
+        self._retired: list[Any] = []
+        self._starts = [0] * plan.num_workers  # processes started per worker id
+        self._context, self._plan, self._base_seed = context, plan, base_seed
+        self._worker_of: dict[Any, int] = {}
+        self._poller = Poller([])
+        self._pipe_pollers: list[Any] = [None] * plan.num_workers
         self.closed = False
         try:
             for worker_id in range(plan.num_workers):
-                self._start_worker(context, plan, worker_id, base_seed)
+                self._start_worker(worker_id)
         except BaseException:
             self.shutdown()
             raise
-        self._worker_of = {id(c): i for i, c in enumerate(self.result_conns)}
-        self._worker_of.update({p.sentinel: i for i, p in enumerate(self.processes)})
-        sentinels = [p.sentinel for p in self.processes]
-        self._poller = Poller([*self.result_conns, *sentinels])
-        self._pipe_pollers = [Poller([conn]) for conn in self.result_conns]
 
-    def _start_worker(self, context: Any, plan: LoadPlan, worker_id: int, base_seed: int) -> None:
+    def worker_prefix(self, worker_id: int) -> str:
+        """The segment names of the current process of ``worker_id`` start with this."""
+        return f"{self.prefix}w{worker_id}s{self._starts[worker_id]}_"
+
+    def restart(self, worker_id: int) -> None:
+        """Replace a dead worker by a new process with the same id and seed. Its segments
+        that nobody mapped are removed; those the consumer still holds stay mapped here."""
+        old = self.processes[worker_id]
+        old.join(TERMINATE_GRACE_S)  # its pipe closed: it is gone or about to be
+        if old.is_alive():
+            old.kill()
+            old.join()
+        self._retired.append((old, self.task_conns[worker_id], self.result_conns[worker_id]))
+        shm.unlink_all(self.worker_prefix(worker_id))
+        self.pending_releases.pop(worker_id, None)
+        self._starts[worker_id] += 1
+        self._start_worker(worker_id)
+
+    def _start_worker(self, worker_id: int) -> None:
+        context, plan, base_seed = self._context, self._plan, self._base_seed
         task_reader, task_writer = context.Pipe(duplex=False)
         result_reader, result_writer = context.Pipe(duplex=False)
         config = WorkerConfig(
@@ -91,7 +112,7 @@ class WorkerGroup:
             drop_last=plan.drop_last,
             base_seed=base_seed,
             worker_init_fn=plan.worker_init_fn,
-            segment_prefix=f"{self.prefix}w{worker_id}_",
+            segment_prefix=self.worker_prefix(worker_id),
             main_pid=os.getpid(),
             skip_errors=plan.skip_errors,
         )
@@ -101,15 +122,19 @@ class WorkerGroup:
             name=f"flowloader-worker-{worker_id}",
             daemon=True,
         )
-        self.task_conns.append(task_writer)
-        self.result_conns.append(result_reader)
+        self.task_conns[worker_id] = task_writer
+        self.result_conns[worker_id] = result_reader
         try:
             process.start()
         finally:
             # The child has its own copies now; keeping ours would hide its death from recv.
             task_reader.close()
             result_writer.close()
-        self.processes.append(process)
+        self.processes[worker_id] = process
+        self._worker_of[id(result_reader)] = self._worker_of[process.sentinel] = worker_id
+        self._poller.watch(result_reader)
+        self._poller.watch(process.sentinel)
+        self._pipe_pollers[worker_id] = Poller([result_reader])
 
     def send(self, worker_id: int, message: Any) -> None:
         """Send to a worker; a dead worker is reported by :meth:`receive`, not here."""
@@ -117,10 +142,14 @@ class WorkerGroup:
             self.task_conns[worker_id].send(message)
 
     def collect_dropped(self) -> None:
-        """Sort the segments the consumer dropped by owning worker, ready to be released."""
+        """Sort the segments the consumer dropped by owning worker, ready to be released;
+        a segment of a worker's earlier (dead) process is unmapped instead."""
         while self.dropped:
             worker_id, name = self.dropped.popleft()
-            self.pending_releases[worker_id].append(name)
+            if name.startswith(self.worker_prefix(worker_id)):
+                self.pending_releases[worker_id].append(name)
+            else:
+                self.cache.forget((name,))
 
     def on_drop(self, worker_id: int) -> Callable[[str], None]:
         """The finalizer callback for a batch from ``worker_id``: it holds the queue only, not
@@ -192,20 +221,27 @@ class WorkerGroup:
         if self.closed:
             return
         self.closed = True
-        for worker_id in range(len(self.processes)):
-            self.send(worker_id, messages.Stop())
-        _join_all(self.processes, stop_grace_s)
-        for process in self.processes:
+        processes = [p for p in self.processes if p is not None]
+        for worker_id, process in enumerate(self.processes):
+            if process is not None:
+                self.send(worker_id, messages.Stop())
+        _join_all(processes, stop_grace_s)
+        for process in processes:
             if process.is_alive():
                 process.terminate()
-        _join_all(self.processes, TERMINATE_GRACE_S)
-        for process in self.processes:
+        _join_all(processes, TERMINATE_GRACE_S)
+        for process in processes:
             if process.is_alive():
                 process.kill()
                 process.join()
             process.close()
+        for process, *conns in self._retired:
+            process.close()
+            for conn in conns:
+                conn.close()
         for conn in [*self.task_conns, *self.result_conns]:
-            conn.close()
+            if conn is not None:
+                conn.close()
         self.cache.close()
         shm.unlink_all(self.prefix)
 

@@ -1,0 +1,346 @@
+"""Epoch: the rules of one pass over a DataLoader's data, as a pure object.
+
+It draws the sampler's indices and hands them out as assignments (round-robin, within the
+prefetch budget), takes what the transport reports as typed events, and hands batches out in
+sampler order (or as they come, ``in_order=False``). It keeps the position ``state_dict()``
+reports, the skip_errors account, the stats, where a worker's death surfaces, and which
+deaths a restart absorbs. It never touches a pipe, a thread or a process, so every one of
+those rules is tested by feeding it events (tests/unit/test_epoch.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+import warnings
+from typing import Any
+
+from .. import _seed, _state, stats
+from .._plan import LoadPlan
+from .._skip import SkipLedger
+from ..errors import LoaderTimeoutError, WorkerCrashedError
+from ..randomness import SampleSeeds
+from .dispatcher import Dispatcher
+from .events import Assignment, Emptied, Event, Failed, Loaded, Restart, StreamEnded, WorkerDied
+from .reorder import ReorderBuffer
+
+_END = object()
+
+
+class _Accounted:
+    """In the reorder buffer while skip_errors is on: a batch (None: all its samples were
+    skipped) with what the skip account needs, counted when its turn comes."""
+
+    __slots__ = ("batch", "indices", "skipped")
+
+    def __init__(self, batch: Any, indices: Any, skipped: tuple[Any, ...]) -> None:
+        self.batch, self.indices, self.skipped = batch, indices, skipped
+
+
+class _Raise:
+    """In the reorder buffer in place of a batch: raise ``error`` at its turn."""
+
+    __slots__ = ("error", "fatal")
+
+    def __init__(self, error: BaseException, fatal: bool) -> None:
+        self.error, self.fatal = error, fatal
+
+
+class Epoch:
+    """One epoch of ``plan`` over ``slots`` workers (1 for in-process loading).
+
+    ``resume``: a ``state_dict()`` to continue from. ``worker_cpu``: each worker's CPU seconds
+    as last reported, shared by the epochs of persistent workers (stats count this epoch's).
+    """
+
+    def __init__(
+        self,
+        plan: LoadPlan,
+        number: int,
+        *,
+        slots: int,
+        budget: int,
+        length_hint: int | None = None,
+        resume: dict[str, Any] | None = None,
+        max_restarts: int = 0,
+        worker_cpu: dict[int, float] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.length_hint = length_hint
+        self.max_restarts = max_restarts
+        self.restarts = 0
+        # True once an error ended the epoch: the transport must stop.
+        self.broken = False
+        self._stream_restored = False
+        skip = self._restore(plan, resume)
+        # Everything this epoch's order depends on, as it is before the first draw.
+        self.position = _state.Position(
+            plan,
+            number,
+            generator=_state.generator_state(plan.generator),
+            sampler=_state.sampler_state(plan.index_sampler),
+        )
+        # Drawn every epoch, with or without workers, so that the sampler's draws (which may
+        # share the generator) are the same whatever num_workers and persistent_workers are.
+        self.base_seed = _seed.draw_seed(plan.generator)
+        self.seeds = SampleSeeds(self.base_seed)  # every sample's generator this epoch
+        self._sampler_iter = iter(plan.index_sampler)
+        # Stream batches to load and drop before the first one handed out (resuming).
+        self.skip_batches = 0
+        if skip:
+            self._resume_position(skip)
+        self._dispatcher = Dispatcher(slots, budget)
+        self._reorder = ReorderBuffer(plan.in_order)
+        self._retries: collections.deque[Assignment] = collections.deque()
+        self.stats = stats.LoaderStats(num_workers=plan.num_workers)
+        # The skip_errors account, kept only where the policy is on (no cost otherwise).
+        self._ledger = SkipLedger(plan.max_skipped) if plan.skip_errors else None
+        if self._ledger is not None:
+            self.stats.skipped = self._ledger.skipped
+        self._worker_cpu = worker_cpu if worker_cpu is not None else {}
+        self._cpu_at_start = dict(self._worker_cpu)
+        self._started_at = time.perf_counter()
+        self._main_cpu_at_start = time.process_time()
+
+    # -- resuming -------------------------------------------------------------------------
+
+    def _restore(self, plan: LoadPlan, resume: dict[str, Any] | None) -> int:
+        """Put the generator, the sampler (and an in-process stream) where ``resume`` says;
+        returns the batches still to pass over."""
+        if resume is None:
+            return 0
+        _state.restore_generator(plan.generator, resume["generator"])
+        if resume["sampler"] is not None:
+            plan.index_sampler.load_state_dict(resume["sampler"])
+        skip = resume["batches_yielded"]
+        if not plan.iterable and _state.skip_in_sampler(plan.index_sampler, skip):
+            return 0  # the sampler itself now begins after what was delivered
+        saved = resume.get("dataset")
+        restore = getattr(plan.dataset, "load_state_dict", None)
+        if saved is not None and plan.num_workers == 0 and callable(restore):
+            # The stream restores its own position, before iter() starts it: no fast-forward.
+            restore(saved)
+            self._stream_restored = True
+        return skip
+
+    def _resume_position(self, skip: int) -> None:
+        """Continue after ``skip`` batches: a map-style epoch passes over their indices
+        without loading anything; a stream has no indices, so its batches are loaded and
+        dropped (unless it restored its own position)."""
+        if self.plan.iterable:
+            self.skip_batches = 0 if self._stream_restored else skip
+        else:
+            for _ in range(skip):
+                if next(self._sampler_iter, _END) is _END:
+                    break
+        self.position.batches_yielded = skip
+
+    # -- handing out work -----------------------------------------------------------------
+
+    def assignments(self, fill: bool = True) -> list[Assignment]:
+        """What to send now: the batches of a restarted worker first, then (``fill``) new
+        batches until the prefetch budget is used or the sampler is exhausted."""
+        sent = list(self._retries)
+        self._retries.clear()
+        dispatcher = self._dispatcher
+        while fill and dispatcher.has_room():
+            worker = dispatcher.next_worker()
+            if worker is None:
+                break
+            indices = next(self._sampler_iter, _END)
+            if indices is _END:
+                break
+            task_id = dispatcher.assign(worker, indices)
+            sent.append(Assignment(worker, task_id, indices, self.base_seed))
+        return sent
+
+    def idle(self) -> bool:
+        """Nothing is in flight: no batch will arrive unless more are handed out."""
+        return self._dispatcher.idle()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._dispatcher.outstanding)
+
+    # -- events ---------------------------------------------------------------------------
+
+    def handle(self, event: Event) -> Restart | None:
+        """Take one event; a Restart when the transport must replace a dead worker."""
+        match event:
+            case Loaded(task_id=task_id):
+                self.stats.in_flight_total += len(self._dispatcher.outstanding)
+                _, indices = self._dispatcher.complete(task_id)
+                self.absorb_stages(event.stages)
+                if event.cpu_s is not None:
+                    self._note_cpu(event.worker_id, event.cpu_s)
+                item = event.batch
+                if self._ledger is not None:
+                    item = _Accounted(item, indices, event.skipped)
+                self._reorder.add(task_id, item)
+            case Emptied(task_id=task_id, skipped=skipped):
+                _, indices = self._dispatcher.complete(task_id)
+                self._reorder.add(task_id, _Accounted(None, indices, skipped))
+            case Failed(task_id=task_id, error=error, fatal=fatal):
+                self._dispatcher.complete(task_id)
+                self._reorder.add(task_id, _Raise(error, fatal))
+            case StreamEnded(task_id=task_id, worker_id=worker_id):
+                self._dispatcher.complete(task_id)
+                self._dispatcher.deactivate(worker_id)
+                self._reorder.skip(task_id)
+            case WorkerDied():
+                return self._worker_died(event)
+        return None
+
+    def _worker_died(self, event: WorkerDied) -> Restart | None:
+        """Restart the worker if the budget allows and its batches can be run again (a
+        stream's cannot: its position died with it). Otherwise its death takes the place of
+        the first batch it lost (or of the next batch to be handed out, if it held none), so
+        that every batch before it in sampler order, other workers' included, comes first."""
+        restartable = not self.plan.iterable and self.restarts < self.max_restarts
+        if restartable:
+            lost = self._dispatcher.requeue(event.worker_id)
+            self.restarts += 1
+            self.stats.worker_restarts = self.restarts
+            self._retries.extend(
+                Assignment(event.worker_id, task_id, indices, self.base_seed)
+                for task_id, indices in lost
+            )
+            warnings.warn(
+                f"DataLoader worker {event.worker_id} (pid {event.pid}) exited unexpectedly "
+                f"({event.how}); restarting it (restart {self.restarts} of "
+                f"max_worker_restarts={self.max_restarts} this epoch) and loading its "
+                f"{len(lost)} batch(es) in flight again, dataset indices: "
+                f"{[indices for _, indices in lost]}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return Restart(event.worker_id)
+        error = self._crash_error(event)
+        lost_ids = self._dispatcher.abandon(event.worker_id)
+        place = lost_ids[0] if lost_ids else self._dispatcher.next_task_id
+        self._reorder.add(place, _Raise(error, fatal=True))
+        return None
+
+    def _crash_error(self, event: WorkerDied) -> WorkerCrashedError:
+        pending = self._dispatcher.pending(event.worker_id)
+        hint = ""
+        if "SIGBUS" in event.how:
+            hint = " A bus error usually means shared memory (/dev/shm) ran out."
+        elif "SIGKILL" in event.how:
+            hint = " SIGKILL often comes from the kernel's out-of-memory killer."
+        if self.max_restarts and self.plan.iterable:
+            hint += " An IterableDataset's worker is not restarted: its stream's place is lost."
+        elif self.max_restarts:
+            hint += f" It was not restarted: max_worker_restarts={self.max_restarts} were used."
+        return WorkerCrashedError(
+            f"DataLoader worker {event.worker_id} (pid {event.pid}) exited unexpectedly "
+            f"({event.how}) with {len(pending)} batch(es) in flight; their dataset indices: "
+            f"{pending}.{hint}"
+        )
+
+    def timeout_error(self) -> LoaderTimeoutError:
+        """The error for a wait past ``timeout``: it names the indices still pending."""
+        pending = {w: self._dispatcher.pending(w) for w in range(self._dispatcher.num_workers)}
+        by_worker = {w: indices for w, indices in pending.items() if indices}
+        return LoaderTimeoutError(
+            f"DataLoader timed out after {self.plan.timeout} seconds waiting for a batch; "
+            f"dataset indices still pending, by worker: {by_worker}"
+        )
+
+    # -- handing out batches --------------------------------------------------------------
+
+    def pop(self) -> tuple[bool, Any]:
+        """(True, batch) for the next batch to hand out, (False, None) if it has not arrived.
+        A failure is raised at its batch's turn; one that ends the epoch sets ``broken``."""
+        while True:
+            found, item = self._reorder.pop()
+            if not found:
+                return False, None
+            if type(item) is _Accounted:
+                if not self._account(item):
+                    continue
+                return True, item.batch
+            if type(item) is _Raise:
+                self.broken = self.broken or item.fatal
+                raise item.error
+            return True, item
+
+    def _account(self, item: _Accounted) -> bool:
+        """Count a batch's samples and its skipped ones, in sampler order (warns; past the
+        budget, TooManySkippedError ends the epoch). False for a batch all skipped: it is
+        passed over, but counts as delivered for resuming."""
+        assert self._ledger is not None
+        tried = len(item.indices) if self.plan.auto_collation else 1
+        try:
+            self._ledger.account(tried, item.skipped)
+        except Exception:
+            self.broken = True
+            raise
+        if item.batch is None:
+            self.position.batches_yielded += 1
+            return False
+        return True
+
+    def delivered(self) -> None:
+        """A batch was handed to the consumer."""
+        self.position.batches_yielded += 1
+        reported = self.length_hint
+        yielded = self.position.batches_yielded
+        if self.plan.iterable and reported is not None and yielded > reported:
+            hint = (
+                " With workers, each worker must read its own shard (see get_worker_info())."
+                if self.plan.num_workers > 0
+                else ""
+            )
+            warnings.warn(
+                f"Length of IterableDataset {self.plan.dataset!r} was reported to be "
+                f"{reported} (when accessing len(dataloader)), but {yielded} "
+                f"samples have been fetched.{hint}",
+                stacklevel=4,
+            )
+
+    def discard(self) -> None:
+        """Drop the batches that arrived but were not handed out (loading stops, or a new
+        epoch starts on the same workers)."""
+        self._reorder.reset()
+
+    def end(self) -> None:
+        """The last batch was handed out."""
+        self.position.exhausted = True
+
+    # -- stats ----------------------------------------------------------------------------
+
+    def absorb_stages(self, stages: dict[str, float] | None) -> None:
+        """Add a worker's stage clock readings (read = dataset time not marked transform)."""
+        if not stages:
+            return
+        totals = self.stats.stage_s
+        transform = stages.get("transform", 0.0)
+        totals["read"] += max(stages.get("fetch", 0.0) - transform, 0.0)
+        totals["transform"] += transform
+        totals["collate"] += stages.get("collate", 0.0)
+        totals["transport"] += stages.get("transport", 0.0)
+        self.stats.worker_busy_s += stages.get("task", 0.0)
+
+    def _note_cpu(self, worker_id: int, cpu_s: float) -> None:
+        self._worker_cpu[worker_id] = cpu_s
+        start = self._cpu_at_start
+        self.stats.worker_cpu_s = sum(
+            cpu - start.get(worker, 0.0) for worker, cpu in self._worker_cpu.items()
+        )
+
+    def count_batch(self, waited_s: float) -> None:
+        """The consumer waited ``waited_s`` for a batch."""
+        self.stats.batches += 1
+        self.stats.stage_s["wait"] += waited_s
+        if self.stats.first_batch_s is None:
+            self.stats.first_batch_s = time.perf_counter() - self._started_at
+
+    def stats_snapshot(self) -> stats.LoaderStats:
+        snapshot = stats.LoaderStats(**vars(self.stats))
+        snapshot.stage_s = dict(self.stats.stage_s)
+        snapshot.skipped = list(self.stats.skipped)
+        snapshot.elapsed_s = time.perf_counter() - self._started_at
+        snapshot.main_cpu_s = time.process_time() - self._main_cpu_at_start
+        snapshot.in_flight = self.in_flight
+        return snapshot

@@ -1,0 +1,84 @@
+"""What a transport tells an Epoch, and what an Epoch asks of a transport.
+
+A transport (in-process, worker processes, worker threads) turns whatever it receives into
+these events; the Epoch decides what each one means for the order, the position and the
+account of the epoch. None of them carries a pipe, a segment or a thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """Load the batch at ``indices`` (an index, a list of them, or a stream placeholder) on
+    worker ``worker_id``; ``epoch_seed`` seeds every sample's generator (SampleSeeds)."""
+
+    worker_id: int
+    task_id: int
+    indices: Any
+    epoch_seed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A batch is ready. ``skipped``: the samples skip_errors dropped from it; ``stages``: the
+    worker's stage seconds since its last report; ``cpu_s``: its CPU time so far."""
+
+    task_id: int
+    worker_id: int
+    batch: Any
+    skipped: tuple[Any, ...] = ()
+    stages: dict[str, float] | None = None
+    cpu_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Emptied:
+    """Every sample of the batch was skipped (skip_errors): nothing to hand out."""
+
+    task_id: int
+    worker_id: int
+    skipped: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """Loading the batch raised ``error``; it is raised in the batch's place. A ``fatal``
+    failure (the batch arrived but cannot be opened) also ends the epoch."""
+
+    task_id: int
+    worker_id: int
+    error: BaseException
+    fatal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnded:
+    """The worker's IterableDataset stream ended before this task could be filled."""
+
+    task_id: int
+    worker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerDied:
+    """A worker is gone (every message it sent before dying came first). ``how`` says how it
+    ended ("killed by signal SIGKILL", "exit code 1", ...)."""
+
+    worker_id: int
+    pid: int | None
+    how: str
+
+
+Event = Loaded | Emptied | Failed | StreamEnded | WorkerDied
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """The Epoch's answer to a death it can absorb: start worker ``worker_id`` again, then
+    send it the batches its predecessor held (``Epoch.assignments``)."""
+
+    worker_id: int

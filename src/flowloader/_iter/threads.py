@@ -1,0 +1,141 @@
+"""Worker threads (``worker_method="thread"``): ``num_workers`` threads run the worker body
+over in-process queues. A batch is collated in ordinary memory and handed over as it is: no
+shared memory, no pickling, no copy. Each thread gets a shallow copy of the dataset, so that
+what ``worker_init_fn`` sets on ``get_worker_info().dataset`` stays its own.
+
+Threads gain where loading releases the GIL (image decoding, NumPy, the native JPEG kernel)
+or where Python runs without it (free-threaded CPython); pure-Python transforms take turns.
+"""
+
+from __future__ import annotations
+
+import copy
+import queue
+import threading
+import time
+from typing import Any
+
+from .._ipc import messages
+from .._plan import LoadPlan
+from .._worker.body import WorkerConfig
+from .._worker.thread import ThreadEnded, run_thread_worker
+from .events import Assignment, Emptied, Event, Failed, Loaded, StreamEnded, WorkerDied
+
+# Stop message -> exit, for all threads together; a thread still busy after it is left to
+# finish on its own (a thread cannot be killed) and ends with the process (daemon).
+STOP_GRACE_S = 2.0
+
+
+def _own_copy(dataset: Any) -> Any:
+    """A shallow copy (attributes its own, arrays shared); the dataset itself if it has none."""
+    try:
+        return copy.copy(dataset)
+    except Exception:
+        return dataset
+
+
+class ThreadTransport:
+    prefetches = True
+    worker_method = "thread"
+
+    def __init__(self, plan: LoadPlan, base_seed: int) -> None:
+        self._plan, self._base_seed = plan, base_seed
+        self._results: queue.SimpleQueue = queue.SimpleQueue()
+        self._tasks: list[queue.SimpleQueue] = []
+        self._threads: list[threading.Thread] = []
+        self._generation = 0
+        self._closed = False
+        for worker_id in range(plan.num_workers):
+            self._tasks.append(queue.SimpleQueue())
+            self._threads.append(self._start(worker_id))
+
+    def _start(self, worker_id: int) -> threading.Thread:
+        plan = self._plan
+        config = WorkerConfig(
+            worker_id=worker_id,
+            num_workers=plan.num_workers,
+            dataset=_own_copy(plan.dataset),
+            iterable=plan.iterable,
+            auto_collation=plan.auto_collation,
+            collate_fn=plan.collate_fn,
+            drop_last=plan.drop_last,
+            base_seed=self._base_seed,
+            worker_init_fn=plan.worker_init_fn,
+            skip_errors=plan.skip_errors,
+        )
+        thread = threading.Thread(
+            target=run_thread_worker,
+            args=(config, self._tasks[worker_id], self._results),
+            name=f"flowloader-worker-{worker_id}",
+            daemon=True,
+        )
+        thread.start()
+        return thread
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def send(self, assignments: list[Assignment]) -> None:
+        for a in assignments:
+            task = messages.Task(self._generation, a.task_id, a.indices, epoch_seed=a.epoch_seed)
+            self._tasks[a.worker_id].put(task)
+
+    def receive(self, timeout: float | None) -> list[Event]:
+        results = self._results
+        try:
+            arrived = [results.get(block=timeout != 0, timeout=timeout or None)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                arrived.append(results.get_nowait())
+            except queue.Empty:
+                break
+        return [event for m in arrived if (event := self._event(m)) is not None]
+
+    def _event(self, message: Any) -> Event | None:
+        if isinstance(message, ThreadEnded):
+            self._threads[message.worker_id].join()
+            return WorkerDied(message.worker_id, None, message.how)
+        if message.generation != self._generation:
+            return None  # from an epoch that ended early
+        if isinstance(message, messages.Result):
+            return Loaded(
+                message.task_id,
+                message.worker_id,
+                message.batch,
+                message.skipped,
+                message.stages,
+                message.cpu_s,
+            )
+        if isinstance(message, messages.Failure):
+            return Failed(message.task_id, message.worker_id, message.error.rebuild())
+        if isinstance(message, messages.Empty):
+            return Emptied(message.task_id, message.worker_id, message.skipped)
+        assert isinstance(message, messages.StreamEnd)
+        return StreamEnded(message.task_id, message.worker_id)
+
+    def restart(self, worker_id: int) -> None:
+        self._tasks[worker_id] = queue.SimpleQueue()  # what the dead thread left is re-sent
+        self._threads[worker_id] = self._start(worker_id)
+
+    def new_epoch(self) -> None:
+        self._generation += 1
+        if self._plan.iterable:
+            for tasks in self._tasks:
+                tasks.put(messages.Resume())
+
+    def stage_readings(self) -> dict[str, float] | None:
+        return None
+
+    def shutdown(self, grace_s: float | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for tasks in self._tasks:
+            tasks.put(messages.Stop())
+        deadline = time.monotonic() + (STOP_GRACE_S if grace_s is None else grace_s)
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))

@@ -1,0 +1,49 @@
+"""What the iterator asks of a transport: the one interface the three of them implement.
+
+- in-process (``num_workers=0``): loads each assignment when the iterator waits for it;
+- worker processes (``worker_method="multiprocessing"``): pipes and shared memory;
+- worker threads (``worker_method="thread"``): queues, batches handed over as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .events import Assignment, Event
+
+
+class Transport(Protocol):
+    # True: assignments are sent ahead (prefetch); False: each is loaded when waited for.
+    prefetches: bool
+    # "", "process" or "thread": what stats() says.
+    worker_method: str
+
+    @property
+    def closed(self) -> bool:
+        """True once stopped; nothing more can be sent."""
+        ...
+
+    def send(self, assignments: list[Assignment]) -> None:
+        """Hand these batches to their workers."""
+        ...
+
+    def receive(self, timeout: float | None) -> list[Event]:
+        """What happened within ``timeout`` seconds (None: wait for something; 0: only what
+        has already arrived), as events, oldest first; a worker's death after its messages."""
+        ...
+
+    def restart(self, worker_id: int) -> None:
+        """Replace the dead worker ``worker_id`` by a new one with the same id and seed."""
+        ...
+
+    def new_epoch(self) -> None:
+        """A new epoch on the same (persistent) workers: what is in flight is stale."""
+        ...
+
+    def stage_readings(self) -> dict[str, float] | None:
+        """Stage seconds not reported by events (in-process loading reports them lazily)."""
+        ...
+
+    def shutdown(self, grace_s: float | None = None) -> None:
+        """Stop the workers (``grace_s=0``: without the polite stage); idempotent."""
+        ...

@@ -1,0 +1,54 @@
+"""The worker thread (``worker_method="thread"``): the worker body over an in-process queue.
+
+Batches are collated in ordinary memory and handed over as they are: no shared memory, no
+pickling. A thread does not touch the process's global generators (it shares them with the
+training loop); per-sample generators (``rngs``) are what make its batches reproducible.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from .._ipc import messages
+from .body import WorkerBody, WorkerConfig
+from .info import WorkerInfo, set_thread_worker_info
+
+
+@dataclass(frozen=True)
+class ThreadEnded:
+    """The worker thread ended on a BaseException (``sys.exit()`` in a dataset, say)."""
+
+    worker_id: int
+    how: str
+
+
+class ThreadWorker(WorkerBody):
+    def __init__(self, config: WorkerConfig, send: Any) -> None:
+        super().__init__(config, send)
+        seed = config.base_seed + config.worker_id
+        info = WorkerInfo(
+            config.worker_id, config.num_workers, seed, config.dataset, threading.get_ident()
+        )
+        set_thread_worker_info(info)
+        self.start()
+
+
+def run_thread_worker(
+    config: WorkerConfig, tasks: queue.SimpleQueue, results: queue.SimpleQueue
+) -> None:
+    """Entry point of a worker thread; returns when told to stop."""
+    try:
+        worker = ThreadWorker(config, results.put)
+        while True:
+            message = tasks.get()
+            if isinstance(message, messages.Task):
+                worker.run_task(message)
+            elif isinstance(message, messages.Resume):
+                worker.restart_stream()
+            elif isinstance(message, messages.Stop):
+                return
+    except BaseException as error:  # reported as the worker's death
+        results.put(ThreadEnded(config.worker_id, f"ended by {type(error).__name__}: {error}"))
