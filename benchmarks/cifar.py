@@ -21,13 +21,21 @@ MEAN, STD = (0.4914, 0.4822, 0.4465), (0.247, 0.243, 0.261)
 ROOT = os.path.join(tempfile.gettempdir(), "flowloader-bench-cifar")
 
 
-def flowloader_epoch(root: str, workers: int) -> float:
+def flowloader_epoch(root: str, workers: int, worker_method: str = "multiprocessing") -> float:
     import flowloader as fl
     from flowloader.vision import datasets, transforms
 
     transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
     ds = datasets.CIFAR10(root, train=True, transform=transform)
-    return _epoch(fl.DataLoader(ds, batch_size=128, shuffle=True, num_workers=workers), len(ds))
+    loader = fl.DataLoader(
+        ds, batch_size=128, shuffle=True, num_workers=workers, worker_method=worker_method
+    )
+    return _epoch(loader, len(ds))
+
+
+def flowloader_thread_epoch(root: str, workers: int) -> float:
+    """The same epoch with worker_method="thread"."""
+    return flowloader_epoch(root, workers, "thread")
 
 
 def torch_epoch(root: str, workers: int) -> float:
@@ -52,9 +60,10 @@ def ensure_data(root: str = ROOT) -> str:
 
 def measure(workers: int, runs: int) -> dict[str, list[float]]:
     root = ensure_data()
-    return alternate_epochs(
-        {"flowloader": flowloader_epoch, "torch": torch_epoch}, root, workers, runs
-    )
+    sides = {"flowloader": flowloader_epoch, "torch": torch_epoch}
+    if workers:
+        sides["flowloader threads"] = flowloader_thread_epoch
+    return alternate_epochs(sides, root, workers, runs)
 
 
 def section(quick: bool = False) -> str:

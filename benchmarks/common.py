@@ -84,6 +84,11 @@ def report(title: str, unit: str, results: dict[str, list[float]], higher_is_bet
         record["speedup_vs_torch"] = ratio
         better = "higher" if higher_is_better else "lower"
         print(f"  flowloader is {ratio:.2f}x torch ({better} is better)")
+        if "flowloader threads" in medians:
+            threads = medians["flowloader threads"] / medians["torch"]
+            threads = threads if higher_is_better else 1 / threads
+            record["threads_speedup_vs_torch"] = threads
+            print(f"  flowloader with thread workers is {threads:.2f}x torch")
     return record
 
 
@@ -170,6 +175,14 @@ def epochs_table(measure: Callable[[int, int], dict[str, list[float]]], runs: in
     ]
     for workers in (0, 2):
         results = measure(workers, runs)
-        ours, theirs = median(results["flowloader"]), median(results["torch"])
-        lines.append(f"| {workers} | {ours:,.0f} | {theirs:,.0f} | **{ours / theirs:.1f}x** |")
+        theirs = median(results["torch"])
+        for side, label in (
+            ("flowloader", f"{workers}"),
+            ("flowloader threads", f"{workers}, threads"),
+        ):
+            if side in results:
+                ours = median(results[side])
+                lines.append(
+                    f"| {label} | {ours:,.0f} | {theirs:,.0f} | **{ours / theirs:.1f}x** |"
+                )
     return "\n".join(lines)

@@ -18,7 +18,7 @@ import time
 from .common import alternate_epochs, environment, epochs_table, report, write_json
 
 
-def flowloader_epoch(root: str, workers: int) -> float:
+def flowloader_epoch(root: str, workers: int, worker_method: str = "multiprocessing") -> float:
     import flowloader as fl
     from flowloader.vision import datasets, transforms
 
@@ -26,7 +26,15 @@ def flowloader_epoch(root: str, workers: int) -> float:
         [transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))]
     )
     ds = datasets.MNIST(root, train=True, transform=transform)
-    return _epoch(fl.DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers), len(ds))
+    loader = fl.DataLoader(
+        ds, batch_size=64, shuffle=True, num_workers=workers, worker_method=worker_method
+    )
+    return _epoch(loader, len(ds))
+
+
+def flowloader_thread_epoch(root: str, workers: int) -> float:
+    """The same epoch with worker_method="thread"."""
+    return flowloader_epoch(root, workers, "thread")
 
 
 def torch_epoch(root: str, workers: int) -> float:
@@ -53,15 +61,23 @@ def _epoch(loader, size: int) -> float:
 DEFAULT_ROOT = os.path.join(tempfile.gettempdir(), "flowloader-bench-mnist")
 
 
-def measure(workers: int, runs: int, root: str = DEFAULT_ROOT) -> dict[str, list[float]]:
-    """Each loader's samples/s over ``runs`` interleaved epochs (writes the data once)."""
+def ensure_data(root: str = DEFAULT_ROOT) -> str:
+    """The 60,000 + 10,000 generated digits under ``root`` (written once)."""
     from flowloader.vision.datasets import make_mnist
 
     if not os.path.isdir(os.path.join(root, "MNIST", "raw")):
+        print(f"writing 60,000 MNIST-format digits to {root} ...")
         make_mnist(root, train_size=60000, test_size=10000)
-    return alternate_epochs(
-        {"flowloader": flowloader_epoch, "torch": torch_epoch}, root, workers, runs
-    )
+    return root
+
+
+def measure(workers: int, runs: int, root: str = DEFAULT_ROOT) -> dict[str, list[float]]:
+    """Each loader's samples/s over ``runs`` interleaved epochs (writes the data once)."""
+    ensure_data(root)
+    sides = {"flowloader": flowloader_epoch, "torch": torch_epoch}
+    if workers:
+        sides["flowloader threads"] = flowloader_thread_epoch
+    return alternate_epochs(sides, root, workers, runs)
 
 
 def section(quick: bool = False) -> str:
@@ -76,11 +92,7 @@ def main() -> None:
     parser.add_argument("--json")
     args = parser.parse_args()
     print(environment())
-    from flowloader.vision.datasets import make_mnist
-
-    if not os.path.isdir(os.path.join(args.data, "MNIST", "raw")):
-        print(f"writing 60,000 MNIST-format digits to {args.data} ...")
-        make_mnist(args.data, train_size=60000, test_size=10000)
+    ensure_data(args.data)
     try:
         import torchvision  # noqa: F401
 
@@ -90,10 +102,10 @@ def main() -> None:
         sides = {"flowloader": flowloader_epoch}
     records = []
     for workers in (int(w) for w in args.workers.split(",")):
-        results: dict[str, list[float]] = {name: [] for name in sides}
-        for _ in range(args.runs):
-            for name, epoch in sides.items():
-                results[name].append(epoch(args.data, workers))
+        chosen = dict(sides)
+        if workers:
+            chosen["flowloader threads"] = flowloader_thread_epoch
+        results = alternate_epochs(chosen, args.data, workers, args.runs)
         records.append(
             report(
                 f"MNIST epoch, batch 64, shuffle, num_workers={workers}", "samples/s", results, True

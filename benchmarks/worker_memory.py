@@ -53,7 +53,11 @@ def pss_bytes(pid: int) -> int:
 
 def total_pss(iterator) -> int:
     transport = getattr(iterator, "_transport", None)  # ours; torch's keeps a list of processes
-    processes = transport.group.processes if transport is not None else iterator._workers
+    if transport is None:
+        processes = iterator._workers
+    else:  # thread workers have no process of their own
+        group = getattr(transport, "group", None)
+        processes = group.processes if group is not None else []
     return sum(pss_bytes(pid) for pid in [os.getpid(), *(p.pid for p in processes)])
 
 

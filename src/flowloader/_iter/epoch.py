@@ -27,6 +27,10 @@ from .reorder import ReorderBuffer
 _END = object()
 
 
+def _who(event: WorkerDied) -> str:
+    return f"pid {event.pid}" if event.pid is not None else "a thread"
+
+
 class _Accounted:
     """In the reorder buffer while skip_errors is on: a batch (None: all its samples were
     skipped) with what the skip account needs, counted when its turn comes."""
@@ -206,7 +210,7 @@ class Epoch:
                 for task_id, indices in lost
             )
             warnings.warn(
-                f"DataLoader worker {event.worker_id} (pid {event.pid}) exited unexpectedly "
+                f"DataLoader worker {event.worker_id} ({_who(event)}) exited unexpectedly "
                 f"({event.how}); restarting it (restart {self.restarts} of "
                 f"max_worker_restarts={self.max_restarts} this epoch) and loading its "
                 f"{len(lost)} batch(es) in flight again, dataset indices: "
@@ -233,7 +237,7 @@ class Epoch:
         elif self.max_restarts:
             hint += f" It was not restarted: max_worker_restarts={self.max_restarts} were used."
         return WorkerCrashedError(
-            f"DataLoader worker {event.worker_id} (pid {event.pid}) exited unexpectedly "
+            f"DataLoader worker {event.worker_id} ({_who(event)}) exited unexpectedly "
             f"({event.how}) with {len(pending)} batch(es) in flight; their dataset indices: "
             f"{pending}.{hint}"
         )
@@ -342,5 +346,7 @@ class Epoch:
         snapshot.skipped = list(self.stats.skipped)
         snapshot.elapsed_s = time.perf_counter() - self._started_at
         snapshot.main_cpu_s = time.process_time() - self._main_cpu_at_start
+        if snapshot.worker_method == "thread":  # the process's CPU time includes its workers'
+            snapshot.main_cpu_s = max(snapshot.main_cpu_s - snapshot.worker_cpu_s, 0.0)
         snapshot.in_flight = self.in_flight
         return snapshot

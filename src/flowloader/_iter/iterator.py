@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from .. import _output, stats
@@ -27,7 +28,8 @@ __all__ = ["DataLoaderIterator"]
 _NOT_READY = object()
 
 
-def _transport(plan: LoadPlan, base_seed: int) -> Transport:
+def default_transport(plan: LoadPlan, base_seed: int) -> Transport:
+    """In-process without workers; else worker processes, or threads where asked."""
     if plan.num_workers == 0:
         return InProcessTransport(plan)
     if plan.worker_method == "thread":
@@ -49,7 +51,9 @@ class DataLoaderIterator:
         length_hint: int | None,
         epoch: int = 0,
         resume: dict[str, Any] | None = None,
+        make_transport: Callable[[LoadPlan, int], Transport] = default_transport,
     ) -> None:
+        """``make_transport(plan, base_seed)`` builds the transport (tests script one)."""
         if plan.num_workers == 0 and plan.timeout != 0:
             # PyTorch refuses this combination at iter() with the same exception type.
             raise AssertionError(
@@ -59,7 +63,7 @@ class DataLoaderIterator:
         self._worker_cpu: dict[int, float] = {}
         self._pin_stage: PinStage | None = None
         self._epoch = self._new_epoch(plan, length_hint, epoch, resume)
-        self._transport = _transport(plan, self._epoch.base_seed)
+        self._transport = make_transport(plan, self._epoch.base_seed)
         self._finalizer = weakref.finalize(self, self._transport.shutdown)
         pinned = _output.pins(plan.output, plan.pin_memory)
         self._convert = _output.converter(plan.output, pinned)
