@@ -113,7 +113,9 @@ def flowloader_stages(files: list[bytes], boxes: list) -> dict[str, float]:
 
 
 def pillow_stages(files: list[bytes], boxes: list) -> dict[str, float]:
-    from flowloader.vision.transforms import functional as F
+    from flowloader.vision import transforms
+
+    convert = transforms.Compose([transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
 
     def decode() -> list[Image.Image]:
         return [Image.open(io.BytesIO(data)).convert("RGB") for data in files]
@@ -128,7 +130,7 @@ def pillow_stages(files: list[bytes], boxes: list) -> dict[str, float]:
         {
             "decode": decode,
             "crop + resize": resize,
-            "conversion": lambda: [F.to_normalized_tensor(i, MEAN, STD) for i in resize()],
+            "conversion": lambda: [convert(i) for i in resize()],
         },
         len(files),
     )

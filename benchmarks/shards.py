@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tests.shard_server import served_from_another_process
+
 from .common import environment, median, write_json
-from .shard_server import served_from_another_process
 
 BATCH = 64
 LATENCY_S = 0.020

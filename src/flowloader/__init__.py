@@ -8,6 +8,7 @@ does not pay for Pillow or the vision code.
 import importlib
 from typing import Any
 
+from ._iter.iterator import DataLoaderIterator
 from ._worker.info import WorkerInfo, get_worker_info
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
@@ -40,6 +41,7 @@ __all__ = [
     "ChainDataset",
     "ConcatDataset",
     "DataLoader",
+    "DataLoaderIterator",
     "Dataset",
     "DistributedSampler",
     "IterableDataset",

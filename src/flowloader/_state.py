@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._plan import LoadPlan
-from ._state_codec import generator_state, restore_generator
+from ._seed import generator_state, restore_generator
 
 __all__ = [
     "STATE_VERSION",

@@ -10,7 +10,6 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from . import _seed
-from ._state_codec import generator_state, restore_generator
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -45,6 +44,19 @@ class Sampler(Generic[T_co]):
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
 
+class _DrawingSampler(Sampler[int]):
+    """A sampler that draws its order from ``self.generator``: where it stands is the
+    generator's state (taken before each epoch's draws, see DataLoader.state_dict)."""
+
+    generator: Any
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"generator": _seed.generator_state(self.generator)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        _seed.restore_generator(self.generator, state["generator"])
+
+
 class SequentialSampler(Sampler[int]):
     """Indices ``0 .. len(data_source) - 1`` in order."""
 
@@ -58,7 +70,7 @@ class SequentialSampler(Sampler[int]):
         return len(self.data_source)
 
 
-class RandomSampler(Sampler[int]):
+class RandomSampler(_DrawingSampler):
     """A random permutation of the indices, or ``num_samples`` draws with replacement.
 
     Without replacement and with ``num_samples > len(data_source)``, whole permutations are
@@ -113,14 +125,8 @@ class RandomSampler(Sampler[int]):
     def __len__(self) -> int:
         return self.num_samples
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"generator": generator_state(self.generator)}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        restore_generator(self.generator, state["generator"])
-
-
-class SubsetRandomSampler(Sampler[int]):
+class SubsetRandomSampler(_DrawingSampler):
     """The given indices in a random order."""
 
     def __init__(self, indices: Sequence[int], generator: _seed.GeneratorLike = None) -> None:
@@ -135,14 +141,8 @@ class SubsetRandomSampler(Sampler[int]):
     def __len__(self) -> int:
         return len(self.indices)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"generator": generator_state(self.generator)}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        restore_generator(self.generator, state["generator"])
-
-
-class WeightedRandomSampler(Sampler[int]):
+class WeightedRandomSampler(_DrawingSampler):
     """``num_samples`` indices drawn with probabilities proportional to ``weights``."""
 
     def __init__(
@@ -202,12 +202,6 @@ class WeightedRandomSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return self.num_samples
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"generator": generator_state(self.generator)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        restore_generator(self.generator, state["generator"])
 
 
 class BatchSampler(Sampler[list[int]]):

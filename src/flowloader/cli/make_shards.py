@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from flowloader.shards import ShardedDataset, tar_index
-from flowloader.shards.writer import ShardWriter, tar_size
+from flowloader.shards.writer import ShardCutter, ShardWriter, tar_size
 from flowloader.vision.datasets import ImageFolder
 
 PATTERN = "shard-%06d.tar"
@@ -50,15 +50,12 @@ def plan_image_folder(source: str) -> list[Planned]:
 
 def split(planned: list[Planned], max_count: int, max_size: int) -> list[list[Planned]]:
     """The samples of each shard, as :func:`flowloader.shards.write_shards` would cut them."""
+    cutter = ShardCutter(max_count, max_size)
     groups: list[list[Planned]] = []
-    size = 0
     for sample in planned:
-        needed = tar_size([os.path.getsize(sample.path), len(str(sample.target))])
-        if not groups or len(groups[-1]) >= max_count or size + needed > max_size:
+        if cutter.place(tar_size([os.path.getsize(sample.path), len(str(sample.target))])):
             groups.append([])
-            size = 0
         groups[-1].append(sample)
-        size += needed
     return groups
 
 

@@ -86,6 +86,29 @@ class ShardWriter:
             os.unlink(self.partial)
 
 
+class ShardCutter:
+    """Where shards end: a new one starts after ``max_count`` samples, or before a sample that
+    would take the current one past ``max_size`` bytes (its tar size: headers, padding)."""
+
+    def __init__(self, max_count: int, max_size: int) -> None:
+        if max_count < 1 or max_size < 1:
+            raise ValueError("max_count and max_size should be positive")
+        self.max_count, self.max_size = max_count, max_size
+        self.shards = self.count = self.size = 0
+
+    def place(self, needed: int) -> bool:
+        """Count a sample of ``needed`` tar bytes; True if it starts a new shard."""
+        starts = (
+            not self.shards or self.count >= self.max_count or self.size + needed > self.max_size
+        )
+        if starts:
+            self.shards += 1
+            self.count = self.size = 0
+        self.count += 1
+        self.size += needed
+        return starts
+
+
 def write_shards(
     samples: Iterable[dict[str, Any]],
     pattern: str,
@@ -97,24 +120,19 @@ def write_shards(
     sample that would take it past ``max_size`` bytes. Returns the shards' paths."""
     if "%" not in pattern:
         raise ValueError(f"pattern needs a %d-style field for the shard number, got {pattern!r}")
-    if max_count < 1 or max_size < 1:
-        raise ValueError("max_count and max_size should be positive")
+    cutter = ShardCutter(max_count, max_size)
     paths: list[str] = []
     writer: ShardWriter | None = None
-    size = 0
     try:
         for sample in samples:
             members = sample_members(sample)
-            needed = tar_size(len(data) for _, data in members)
-            if writer is not None and (writer.count >= max_count or size + needed > max_size):
-                writer.close()
-                writer = None
-            if writer is None:
+            if cutter.place(tar_size(len(data) for _, data in members)):
+                if writer is not None:
+                    writer.close()
                 writer = ShardWriter(pattern % len(paths))
                 paths.append(writer.path)
-                size = 0
+            assert writer is not None
             writer.write(members)
-            size += needed
         if writer is not None:
             writer.close()
             writer = None

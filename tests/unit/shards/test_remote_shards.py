@@ -8,11 +8,11 @@ import os
 import urllib.request
 
 import pytest
-from benchmarks.shard_server import ShardServer
 
 from flowloader.shards import RemoteShardError, ShardCache, ShardedDataset, write_shards
 from flowloader.shards.tar_index import INDEX_SUFFIX
 
+from ...shard_server import ShardServer
 from .conftest import numbered_samples
 
 

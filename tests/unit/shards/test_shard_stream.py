@@ -8,10 +8,11 @@ import os
 
 import numpy as np
 import pytest
-from benchmarks.shard_server import ShardServer
 
 import flowloader as fl
 from flowloader.shards import ShardFormatError, ShardStream
+
+from ...shard_server import ShardServer
 
 
 def number(sample) -> int:

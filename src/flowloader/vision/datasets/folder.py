@@ -31,10 +31,6 @@ def has_file_allowed_extension(filename: str, extensions: str | tuple[str, ...])
     )
 
 
-def is_image_file(filename: str) -> bool:
-    return has_file_allowed_extension(filename, IMG_EXTENSIONS)
-
-
 def find_classes(directory: str | Path) -> tuple[list[str], dict[str, int]]:
     """The sorted names of the class folders in ``directory`` and their indices."""
     classes = sorted(entry.name for entry in os.scandir(directory) if entry.is_dir())

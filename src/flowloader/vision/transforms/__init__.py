@@ -1,11 +1,11 @@
 """torchvision-compatible transforms on PIL images and NumPy arrays."""
 
 from . import functional
+from .compose import Compose
 from .functional import InterpolationMode
 from .transforms import (
     CenterCrop,
     ColorJitter,
-    Compose,
     Grayscale,
     Lambda,
     Normalize,

@@ -101,34 +101,13 @@ def _is_eight_bit(pic: Any) -> bool:
 
 
 def normalized_shape(pic: Any) -> tuple[int, int, int] | None:
-    """The CHW shape ``to_normalized_tensor(pic, ..., out=...)`` writes for an 8-bit image,
-    or None when ``pic`` is not one (without decoding or copying anything)."""
+    """The CHW shape fused ToTensor + Normalize writes for an 8-bit image, or None when
+    ``pic`` is not one (without decoding or copying anything)."""
     if not _is_eight_bit(pic):
         return None
     if _is_pil(pic):
         return _pil.dimensions(pic)
     return (1 if pic.ndim == 2 else pic.shape[2]), pic.shape[0], pic.shape[1]
-
-
-def to_normalized_tensor(
-    pic: Any, mean: Sequence[float], std: Sequence[float], out: np.ndarray | None = None
-) -> np.ndarray:
-    """``normalize(to_tensor(pic), mean, std)`` in one output array, for 8-bit images.
-
-    The same float32 operations in the same order, so the result is bit-identical to the two
-    steps; it skips two temporary arrays (and their fresh pages) per image. ``out``: a float32
-    array of ``normalized_shape(pic)`` to write into (a slot of a batch), 8-bit images only.
-    """
-    if not _is_eight_bit(pic):
-        if out is not None:
-            raise ValueError("to_normalized_tensor(out=...) needs an 8-bit image")
-        return normalize(to_tensor(pic), mean, std)
-    chw = _chw_view(np.asarray(pic))
-    if out is None:
-        out = np.empty(chw.shape, dtype=np.float32)
-    elif out.shape != chw.shape or out.dtype != np.float32:
-        raise ValueError(f"out must be float32 of shape {chw.shape}, got {out.dtype} {out.shape}")
-    return scaled_normalized_into(chw, out, mean, std)
 
 
 def scaled_normalized_into(

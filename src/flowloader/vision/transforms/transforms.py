@@ -20,24 +20,6 @@ from . import rng as _rng
 from .functional import InterpolationMode
 
 
-class Compose:
-    """Apply transforms one after the other; random ones draw from ``rng`` when given."""
-
-    takes_rng = True
-
-    def __init__(self, transforms: Sequence[Callable[[Any], Any]]) -> None:
-        self.transforms = list(transforms)
-
-    def __call__(self, img: Any, rng: np.random.Generator | None = None) -> Any:
-        from ..plan import plan_for  # the planner builds on these classes
-
-        return plan_for(self).apply(img, rng)
-
-    def __repr__(self) -> str:
-        lines = [f"    {t!r}" for t in self.transforms]
-        return "\n".join([f"{type(self).__name__}(", *lines, ")"])
-
-
 def call_step(step: Callable[..., Any], img: Any, rng: Any) -> Any:
     """``step(img)``, handing ``rng`` to the steps that draw (``takes_rng``)."""
     return step(img, rng) if getattr(step, "takes_rng", False) else step(img)

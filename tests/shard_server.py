@@ -1,6 +1,6 @@
 """A real HTTP server on 127.0.0.1 serving a directory, with byte ranges, a per-request
 latency, a bandwidth cap, and injectable faults (a connection dropped mid-file, a truncated
-file). The shard benchmarks and the shard tests both use it."""
+file). The shard tests use it, and so does benchmarks/shards.py."""
 
 from __future__ import annotations
 
