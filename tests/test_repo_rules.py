@@ -17,7 +17,7 @@ MAX_MODULE_LINES = 600
 LAYERS = [
     {"errors", "_compat", "stats"},
     {"_seed", "_ipc", "randomness", "_skip"},
-    {"dataset", "sampler", "distributed", "collate", "_fetch", "_output"},
+    {"batching", "dataset", "sampler", "distributed", "collate", "_fetch", "_output"},
     {"_worker"},
     {"_state", "_plan", "_iter"},
     {"dataloader", "sharding"},

@@ -1,6 +1,8 @@
 """Fetchers: turn what the sampler yields (an index, or a list of indices) into a batch.
 
-Shared by the in-process iterator and the worker processes, so both paths load identically.
+Shared by in-process loading and the workers (processes and threads), so every path loads
+identically. ``allocate`` (a worker process's shared memory) reaches the dataset's
+``__getitems__`` and ``default_collate`` as an argument (see :mod:`flowloader.batching`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from typing import Any
 
 from . import stats
 from ._skip import SkippedSample, skipped_from
-from .randomness import SampleRngs, SampleSeeds, load_one_by_one, sample_context, takes_rngs
+from .batching import Allocate, call_getitems, declared, load_one_by_one
+from .collate import collate, default_collate, default_collate_fn_map
+from .randomness import SampleRngs, SampleSeeds, sample_context
 
 
 class EmptyBatch(Exception):
@@ -41,30 +45,36 @@ class MapFetcher:
         self.skipped: list[SkippedSample] = []
         getitems = getattr(dataset, "__getitems__", None)
         self._getitems = getitems if getitems else None
-        self._getitems_takes_rngs = self._getitems is not None and takes_rngs(self._getitems)
+        self._getitems_takes_rngs = self._getitems is not None and declared(self._getitems).rngs
 
-    def fetch(self, index: Any, seeds: SampleSeeds | None = None) -> Any:
-        """The batch (or sample) for ``index``, its random draws from the epoch's ``seeds``."""
+    def fetch(
+        self, index: Any, seeds: SampleSeeds | None = None, allocate: Allocate | None = None
+    ) -> Any:
+        """The batch (or sample) for ``index``, its random draws from the epoch's ``seeds``,
+        its arrays built in ``allocate``'s (None: ordinary memory)."""
         clock = stats.active_clock()
         start = time.perf_counter() if clock is not None else 0.0
         self.skipped = []
         if not self.auto_collation:
             data = self._load_one(index, seeds)
         elif self._getitems is not None:
-            data = self._load_batch(index, seeds)
+            data = self._load_batch(index, seeds, allocate)
         else:  # each sample with its own generator (sample_rng)
             data = self._load_one_by_one(index, seeds)
         if self.skipped and not data:
             raise EmptyBatch
-        return _collate_timed(self.collate_fn, data, clock, start)
+        return _collate_timed(self.collate_fn, data, allocate, clock, start)
 
-    def _load_batch(self, indices: Any, seeds: SampleSeeds | None) -> Any:
+    def _load_batch(
+        self, indices: Any, seeds: SampleSeeds | None, allocate: Allocate | None
+    ) -> Any:
+        assert self._getitems is not None
         rngs = None if seeds is None else SampleRngs(seeds, indices)
         try:
             if self._getitems_takes_rngs:
-                return self._getitems(indices, rngs=rngs)
+                return call_getitems(self._getitems, indices, rngs, allocate)
             with sample_context(None, seeds=seeds):  # sample_rng(i) for the dataset's loads
-                return self._getitems(indices)
+                return call_getitems(self._getitems, indices, None, allocate)
         except self.skip:
             return self._load_one_by_one(indices, seeds)
 
@@ -109,7 +119,9 @@ class IterableFetcher:
         self.skipped: list[SkippedSample] = []
         self._drawn = 0  # items taken from the stream, skipped ones included
 
-    def fetch(self, index: Any, seeds: SampleSeeds | None = None) -> Any:
+    def fetch(
+        self, index: Any, seeds: SampleSeeds | None = None, allocate: Allocate | None = None
+    ) -> Any:
         """The next sample or batch; streams have no sample indices, so ``seeds`` go unused."""
         if self.ended:
             raise StopIteration
@@ -132,7 +144,7 @@ class IterableFetcher:
             raise EmptyBatch
         if not samples or (self.drop_last and len(samples) < len(index)):
             raise StopIteration
-        return self.collate_fn(samples)
+        return _collate_with(self.collate_fn, samples, allocate)
 
     def _next_sample(self) -> tuple[bool, Any]:
         """(True, the stream's next item), or (False, None) if it raised one of ``skip`` (a
@@ -147,14 +159,26 @@ class IterableFetcher:
             return False, None
 
 
+def _collate_with(collate_fn: Callable[[Any], Any], data: Any, allocate: Allocate | None) -> Any:
+    """``collate_fn(data)``; ``default_collate`` stacks into ``allocate``'s arrays (a custom
+    collate_fn gets the plain call, and its batch is copied where it travels)."""
+    if allocate is not None and collate_fn is default_collate:
+        return collate(data, collate_fn_map=default_collate_fn_map, allocate=allocate)
+    return collate_fn(data)
+
+
 def _collate_timed(
-    collate_fn: Callable[[Any], Any], data: Any, clock: stats.StageClock | None, start: float
+    collate_fn: Callable[[Any], Any],
+    data: Any,
+    allocate: Allocate | None,
+    clock: stats.StageClock | None,
+    start: float,
 ) -> Any:
-    """``collate_fn(data)``, recording the dataset time (since ``start``) and collate time."""
+    """The collated batch, recording the dataset time (since ``start``) and collate time."""
     if clock is None:
-        return collate_fn(data)
+        return _collate_with(collate_fn, data, allocate)
     fetched = time.perf_counter()
-    batch = collate_fn(data)
+    batch = _collate_with(collate_fn, data, allocate)
     clock.fetch += fetched - start
     clock.collate += time.perf_counter() - fetched
     return batch

@@ -13,7 +13,6 @@ Torch tensors are stacked with torch when the program uses torch.
 from __future__ import annotations
 
 import collections.abc
-import contextvars
 import copy
 import re
 from collections.abc import Callable
@@ -22,11 +21,10 @@ from typing import Any
 import numpy as np
 
 from ._compat import torch as _torch
+from .batching import Allocate, CollatedSamples
 
 __all__ = [
-    "CollatedSamples",
     "collate",
-    "empty_batch_array",
     "default_collate",
     "default_collate_fn_map",
     "default_convert",
@@ -74,33 +72,21 @@ def _check_equal_shapes(batch: list[Any], what: str) -> None:
             )
 
 
-# Inside a worker, where stacked arrays should be written: a function (shape, dtype) -> array
-# or None (the worker points it at shared memory, so the batch is not copied a second time).
-batch_allocator: contextvars.ContextVar[Callable[..., np.ndarray | None] | None] = (
-    contextvars.ContextVar("flowloader_batch_allocator", default=None)
-)
-
-
-def empty_batch_array(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """An uninitialised array for a batch being built. Inside a DataLoader worker it lies in
-    the shared memory the batch will travel in, so filling it is the only copy; elsewhere it
-    is ``np.empty``. For datasets that assemble whole batches in ``__getitems__``."""
-    allocate = batch_allocator.get()
-    out = allocate(tuple(shape), dtype) if allocate is not None else None
-    return np.empty(shape, dtype) if out is None else out
-
-
-def collate_numpy_array_fn(batch: list[np.ndarray], *, collate_fn_map: Any = None) -> np.ndarray:
+def collate_numpy_array_fn(
+    batch: list[np.ndarray], *, collate_fn_map: Any = None, allocate: Allocate | None = None
+) -> np.ndarray:
+    """Stack arrays along a new first axis; into ``allocate``'s array when given (a worker's
+    shared memory: the batch is written once, where it travels)."""
     first = batch[0]
     if _NON_NUMERIC_DTYPE.search(first.dtype.str) is not None:
         raise CollateTypeError(_UNSUPPORTED.format(f"array of dtype {first.dtype}"))
     _check_equal_shapes(batch, "arrays")
-    if batch_allocator.get() is None:
+    if allocate is None:
         return np.stack(batch)
     dtype = first.dtype
     if any(array.dtype != dtype for array in batch):
         dtype = np.result_type(*batch)  # what np.stack would promote to
-    return np.stack(batch, out=empty_batch_array((len(batch), *first.shape), dtype))
+    return np.stack(batch, out=allocate((len(batch), *first.shape), dtype))
 
 
 def collate_numpy_scalar_fn(batch: list[Any], *, collate_fn_map: Any = None) -> np.ndarray:
@@ -129,10 +115,15 @@ def collate_str_fn(batch: list[Any], *, collate_fn_map: Any = None) -> list[Any]
     return batch
 
 
-def collate_tensor_fn(batch: list[Any], *, collate_fn_map: Any = None) -> Any:
+def collate_tensor_fn(
+    batch: list[Any], *, collate_fn_map: Any = None, allocate: Allocate | None = None
+) -> Any:
     _check_equal_shapes(batch, "tensors")
-    return _torch.stack(batch, empty_batch_array if batch_allocator.get() is not None else None)
+    return _torch.stack(batch, allocate)
 
+
+# The built-in rules that stack into ``allocate``'s arrays (a user's rules are not given it).
+_STACKING = frozenset({collate_numpy_array_fn, collate_tensor_fn})
 
 default_collate_fn_map: dict[type | tuple[type, ...], CollateFn] = {
     np.ndarray: collate_numpy_array_fn,
@@ -142,30 +133,6 @@ default_collate_fn_map: dict[type | tuple[type, ...], CollateFn] = {
     str: collate_str_fn,
     bytes: collate_str_fn,
 }
-
-
-class CollatedSamples(collections.abc.Sequence):
-    """Samples that a dataset's ``__getitems__`` has already stacked into columns.
-
-    ``default_collate`` returns the columns as they are (the list it would have built from
-    tuple samples) instead of taking the batch apart and stacking it again. Any other
-    ``collate_fn`` sees an ordinary sequence: ``sample_fn(i)`` builds sample ``i``.
-    """
-
-    def __init__(self, columns: tuple[Any, ...], sample_fn: Callable[[int], Any]) -> None:
-        self.columns = columns
-        self._sample_fn = sample_fn
-
-    def __len__(self) -> int:
-        return len(self.columns[0])
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice):
-            return [self._sample_fn(i) for i in range(len(self))[index]]
-        return self._sample_fn(range(len(self))[index])
-
-    def collated(self) -> list[Any]:
-        return list(self.columns)
 
 
 def _lookup(elem: Any, collate_fn_map: dict) -> CollateFn | None:
@@ -180,16 +147,30 @@ def _lookup(elem: Any, collate_fn_map: dict) -> CollateFn | None:
     return None
 
 
-def collate(batch: list[Any], *, collate_fn_map: dict | None = None) -> Any:
-    """Collate ``batch`` (a list of samples), dispatching on the type of ``batch[0]``."""
+def collate(
+    batch: list[Any], *, collate_fn_map: dict | None = None, allocate: Allocate | None = None
+) -> Any:
+    """Collate ``batch`` (a list of samples), dispatching on the type of ``batch[0]``.
+
+    ``allocate(shape, dtype)``: where the built-in rules stack arrays and tensors (the loader
+    passes a worker's shared memory; see :mod:`flowloader.batching`)."""
     if isinstance(batch, CollatedSamples):
         return batch.collated()
-    return _collate(batch, collate_fn_map or {}, ())
+    return _collate(batch, _Rules(collate_fn_map or {}, allocate), ())
 
 
-def _collate(batch: list[Any], collate_fn_map: dict, path: tuple) -> Any:
+class _Rules:
+    """The registry one collate call dispatches through, and where its stacks go."""
+
+    __slots__ = ("allocate", "collate_fn_map")
+
+    def __init__(self, collate_fn_map: dict, allocate: Allocate | None) -> None:
+        self.collate_fn_map, self.allocate = collate_fn_map, allocate
+
+
+def _collate(batch: list[Any], rules: _Rules, path: tuple) -> Any:
     try:
-        return _collate_here(batch, collate_fn_map, path)
+        return _collate_here(batch, rules, path)
     except _Located as error:
         # The innermost level that sees the error knows the deepest location; keep it.
         if error.location is None and path:
@@ -197,9 +178,9 @@ def _collate(batch: list[Any], collate_fn_map: dict, path: tuple) -> Any:
         raise
 
 
-def _collate_here(batch: list[Any], collate_fn_map: dict, path: tuple) -> Any:
+def _collate_here(batch: list[Any], rules: _Rules, path: tuple) -> Any:
     try:
-        return _dispatch(batch, collate_fn_map, path)
+        return _dispatch(batch, rules, path)
     except _Located:
         raise
     except (TypeError, AttributeError, ValueError, IndexError, KeyError) as error:
@@ -215,24 +196,26 @@ def _collate_here(batch: list[Any], collate_fn_map: dict, path: tuple) -> Any:
         ) from error
 
 
-def _dispatch(batch: list[Any], collate_fn_map: dict, path: tuple) -> Any:
+def _dispatch(batch: list[Any], rules: _Rules, path: tuple) -> Any:
     elem = batch[0]
-    fn = _lookup(elem, collate_fn_map)
+    fn = _lookup(elem, rules.collate_fn_map)
     if fn is not None:
-        return fn(batch, collate_fn_map=collate_fn_map)
+        if rules.allocate is not None and fn in _STACKING:
+            return fn(batch, collate_fn_map=rules.collate_fn_map, allocate=rules.allocate)
+        return fn(batch, collate_fn_map=rules.collate_fn_map)
     if isinstance(elem, collections.abc.Mapping):
-        return _collate_mapping(batch, collate_fn_map, path)
+        return _collate_mapping(batch, rules, path)
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
-        return type(elem)(*_collate_columns(batch, collate_fn_map, path))
+        return type(elem)(*_collate_columns(batch, rules, path))
     if isinstance(elem, collections.abc.Sequence):
-        columns = _collate_columns(batch, collate_fn_map, path)
+        columns = _collate_columns(batch, rules, path)
         if isinstance(elem, tuple):
             return columns  # tuples become lists, as in PyTorch
         return _rebuild_sequence(elem, columns)
     raise CollateTypeError(_UNSUPPORTED.format(type(elem)))
 
 
-def _collate_mapping(batch: list[Any], collate_fn_map: dict, path: tuple) -> Any:
+def _collate_mapping(batch: list[Any], rules: _Rules, path: tuple) -> Any:
     elem = batch[0]
     collated = {}
     for key in elem:
@@ -243,7 +226,7 @@ def _collate_mapping(batch: list[Any], collate_fn_map: dict, path: tuple) -> Any
             raise KeyError(
                 f"default_collate: key {key!r} is in batch element 0 but not in element {missing}"
             ) from None
-        collated[key] = _collate(values, collate_fn_map, (*path, key))
+        collated[key] = _collate(values, rules, (*path, key))
     return _rebuild_mapping(elem, collated)
 
 
@@ -259,7 +242,7 @@ def _rebuild_mapping(elem: Any, collated: dict) -> Any:
         return collated
 
 
-def _collate_columns(batch: list[Any], collate_fn_map: dict, path: tuple) -> list[Any]:
+def _collate_columns(batch: list[Any], rules: _Rules, path: tuple) -> list[Any]:
     size = len(batch[0])
     for position, sample in enumerate(batch):
         if len(sample) != size:
@@ -270,7 +253,7 @@ def _collate_columns(batch: list[Any], collate_fn_map: dict, path: tuple) -> lis
     # Columns stay tuples (as zip makes them): a column of strings collates to a tuple, as in
     # PyTorch.
     columns = zip(*batch, strict=True)
-    return [_collate(column, collate_fn_map, (*path, i)) for i, column in enumerate(columns)]
+    return [_collate(column, rules, (*path, i)) for i, column in enumerate(columns)]
 
 
 def _rebuild_sequence(elem: Any, columns: list[Any]) -> Any:
@@ -293,9 +276,7 @@ def default_collate(batch: list[Any]) -> Any:
     [array([[0., 0.],
            [1., 1.]], dtype=float32), array([1, 0])]
     """
-    if isinstance(batch, CollatedSamples):
-        return batch.collated()
-    return _collate(batch, default_collate_fn_map, ())
+    return collate(batch, collate_fn_map=default_collate_fn_map)
 
 
 def default_convert(data: Any) -> Any:

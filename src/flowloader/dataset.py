@@ -10,7 +10,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from . import _seed
-from .randomness import SampleRngs, load_one_by_one, takes_rngs
+from .batching import Allocate, fetch_many, load_one_by_one, overrides_getitem
+from .randomness import SampleRngs
 
 T_co = TypeVar("T_co", covariant=True)
 T = TypeVar("T")
@@ -124,28 +125,6 @@ class StackDataset(Dataset[Any]):
         return self._length
 
 
-def overrides_getitem(dataset: Any, base: type) -> bool:
-    """True if ``dataset``'s class overrides ``base.__getitem__`` but not its batch method:
-    then ``base``'s ``__getitems__`` would bypass the override, so it loads one by one."""
-    cls = type(dataset)
-    return cls.__getitem__ is not base.__getitem__ and cls.__getitems__ is base.__getitems__
-
-
-def fetch_many(dataset: Any, indices: list, rngs: Sequence[Any] | None = None) -> list:
-    """``dataset.__getitems__(indices)`` when defined (length-checked), else one by one; sample
-    ``indices[k]`` draws from ``rngs[k]`` (see :mod:`flowloader.randomness`)."""
-    getitems = getattr(dataset, "__getitems__", None)
-    if not callable(getitems):
-        return load_one_by_one(dataset, indices, rngs)
-    items = getitems(indices, rngs=rngs) if takes_rngs(getitems) else getitems(indices)
-    if len(items) != len(indices):
-        raise ValueError(
-            f"{type(dataset).__name__}.__getitems__ returned {len(items)} samples "
-            f"for {len(indices)} indices"
-        )
-    return items
-
-
 class ConcatDataset(Dataset[T_co]):
     """The concatenation of map-style datasets; negative indices count from the end."""
 
@@ -220,14 +199,19 @@ class Subset(Dataset[T_co]):
             return self.dataset[[self.indices[i] for i in idx]]
         return self.dataset[self.indices[idx]]
 
-    def __getitems__(self, indices: list[int], rngs: Sequence[Any] | None = None) -> list[T_co]:
+    def __getitems__(
+        self,
+        indices: list[int],
+        rngs: Sequence[Any] | None = None,
+        allocate: Allocate | None = None,
+    ) -> Any:
         if overrides_getitem(self, Subset):
             return load_one_by_one(self, indices, rngs)
         inner = [self.indices[i] for i in indices]
         # Draws stay keyed by the wrapped dataset's own indices, as when it is loaded alone.
         if isinstance(rngs, SampleRngs):
             rngs = rngs.for_indices(inner)
-        return fetch_many(self.dataset, inner, rngs)
+        return fetch_many(self.dataset, inner, rngs, allocate)
 
     def __len__(self) -> int:
         return len(self.indices)

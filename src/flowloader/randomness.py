@@ -9,7 +9,8 @@ none) loads it, and after a resume.
 How a dataset receives its generators:
 
 - ``__getitems__(indices, rngs=None)``: a dataset whose batch method takes ``rngs`` gets a
-  :class:`SampleRngs`, ``rngs[k]`` being a fresh generator for ``indices[k]``.
+  :class:`SampleRngs`, ``rngs[k]`` being a fresh generator for ``indices[k]`` (the whole
+  batch contract: :mod:`flowloader.batching`).
 - ``__getitem__(index)`` (code written for torch): while sample ``i`` loads,
   :func:`sample_rng` returns its generator, which is what a random transform called without a
   generator draws from. That "current sample" is a ``ContextVar``: each thread sees its own.
@@ -18,9 +19,7 @@ How a dataset receives its generators:
 from __future__ import annotations
 
 import contextvars
-import functools
-import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,10 +27,8 @@ import numpy as np
 __all__ = [
     "SampleRngs",
     "SampleSeeds",
-    "load_one_by_one",
     "sample_context",
     "sample_rng",
-    "takes_rngs",
 ]
 
 _MASK = (1 << 64) - 1
@@ -137,47 +134,3 @@ def sample_rng(index: int | None = None) -> np.random.Generator | None:
     if index is not None:
         return None if loading.seeds is None else loading.seeds.generator(index)
     return loading.current()
-
-
-def load_one_by_one(
-    dataset: Any,
-    indices: Sequence[int],
-    rngs: Sequence[Any] | None = None,
-    skip: tuple[type[Exception], ...] = (),
-    skipped: list[tuple[int, Exception]] | None = None,
-) -> list[Any]:
-    """``[dataset[i] for i in indices]``, each load inside its own :class:`sample_context`
-    (with ``rngs[k]`` when given): what a batch path falls back to when it cannot take the
-    batch whole. A load that raises one of ``skip`` is left out and appended to ``skipped``
-    as (index, error)."""
-    samples = []
-    for k, i in enumerate(indices):
-        if isinstance(rngs, SampleRngs):  # lazily: only a load that draws makes its generator
-            context = sample_context(rngs.indices[k], seeds=rngs.seeds)
-        else:
-            context = sample_context(i, None if rngs is None else rngs[k])
-        with context:
-            try:
-                samples.append(dataset[i])
-            except skip as error:
-                assert skipped is not None
-                skipped.append((i, error))
-    return samples
-
-
-def takes_rngs(getitems: Callable[..., Any]) -> bool:
-    """True if a ``__getitems__`` accepts the batch's generators as ``rngs=``. Wrappers
-    (Subset, StackDataset) ask once per batch, so the answer is kept per function."""
-    function = getattr(getitems, "__func__", getitems)
-    try:
-        return _function_takes_rngs(function)
-    except TypeError:  # an unhashable callable object: ask it every time
-        return _function_takes_rngs.__wrapped__(function)
-
-
-@functools.lru_cache(maxsize=256)
-def _function_takes_rngs(function: Callable[..., Any]) -> bool:
-    try:
-        return "rngs" in inspect.signature(function).parameters
-    except (TypeError, ValueError):  # a builtin without a signature
-        return False

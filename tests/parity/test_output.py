@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import flowloader as fl
-from flowloader.collate import CollatedSamples
+from flowloader.batching import CollatedSamples
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch

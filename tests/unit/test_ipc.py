@@ -10,11 +10,13 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
+from flowloader._fetch import MapFetcher
 from flowloader._ipc import shm, tree
 from flowloader._ipc.batch_codec import SegmentCache, decode, encode
 from flowloader._ipc.remote_error import RemoteError
 from flowloader._ipc.segment_pool import Arena, SegmentPool
-from flowloader.collate import batch_allocator, default_collate
+from flowloader.batching import CollatedSamples
+from flowloader.collate import collate, default_collate, default_collate_fn_map
 from flowloader.errors import WorkerError
 
 from ..trees import assert_same_tree
@@ -71,11 +73,9 @@ def test_encode_decode_round_trip_and_release(pool) -> None:
 def test_collate_writes_straight_into_the_arena(pool) -> None:
     samples = [(np.full((2, 3), i, np.float32), i) for i in range(4)]
     arena = Arena(pool.take(1 << 16))
-    token = batch_allocator.set(arena.allocate)
-    try:
-        batch = default_collate(samples)
-    finally:
-        batch_allocator.reset(token)
+    batch = collate(
+        samples, collate_fn_map=default_collate_fn_map, allocate=arena.allocate_or_empty
+    )
     assert arena.offset_of(batch[0]) == 0  # stacked in place, not copied
     encoded = encode(batch, pool, arena)
     assert encoded.segment_name == arena.segment.name
@@ -149,11 +149,9 @@ def test_arrays_of_mixed_dtypes_promote_the_same_with_or_without_the_arena(pool)
     samples = [np.ones(3, np.float32), np.full(3, 0.1, np.float64)]
     plain = default_collate(samples)
     arena = Arena(pool.take(1 << 16))
-    token = batch_allocator.set(arena.allocate)
-    try:
-        in_arena = default_collate(samples)
-    finally:
-        batch_allocator.reset(token)
+    in_arena = collate(
+        samples, collate_fn_map=default_collate_fn_map, allocate=arena.allocate_or_empty
+    )
     assert plain.dtype == np.float64
     assert in_arena.dtype == plain.dtype
     np.testing.assert_array_equal(in_arena, plain)
@@ -163,11 +161,11 @@ def test_arrays_of_mixed_dtypes_promote_the_same_with_or_without_the_arena(pool)
 def test_tensors_collated_in_a_worker_travel_in_the_segment_without_a_copy(pool) -> None:
     torch = pytest.importorskip("torch")
     arena = Arena(pool.take(1 << 16))
-    token = batch_allocator.set(arena.allocate)
-    try:
-        batch = default_collate([(torch.full((2, 3), float(i)), torch.tensor(i)) for i in range(4)])
-    finally:
-        batch_allocator.reset(token)
+    batch = collate(
+        [(torch.full((2, 3), float(i)), torch.tensor(i)) for i in range(4)],
+        collate_fn_map=default_collate_fn_map,
+        allocate=arena.allocate_or_empty,
+    )
     used_by_collate = arena.used
     encoded = encode(batch, pool, arena)
     assert encoded.used == used_by_collate  # stacked straight into the segment: no copy
@@ -195,3 +193,31 @@ def test_tensors_numpy_cannot_view_are_pickled_with_the_message(pool) -> None:
     assert decoded[0].dtype == torch.bfloat16
     assert decoded[1].requires_grad
     cache.close()
+
+
+class Columns:
+    """A batch-aware dataset that declares only ``allocate``: it stacks its own batch."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int):
+        return np.full(4, i, np.float32), i
+
+    def __getitems__(self, indices, allocate):
+        images = allocate((len(indices), 4), np.float32)
+        images[:] = np.asarray(indices, np.float32)[:, None]
+        labels = np.asarray(indices, np.int64)
+        return CollatedSamples((images, labels), lambda k: (images[k], int(labels[k])))
+
+
+def test_a_dataset_that_declares_allocate_writes_its_batch_where_it_travels(pool) -> None:
+    arena = Arena(pool.take(1 << 16))
+    fetcher = MapFetcher(Columns(), auto_collation=True, collate_fn=default_collate)
+    images, labels = fetcher.fetch([3, 1, 2], None, arena.allocate_or_empty)
+    assert arena.offset_of(images) == 0  # written in place by the dataset, not copied
+    assert images[:, 0].tolist() == [3.0, 1.0, 2.0]
+    assert labels.tolist() == [3, 1, 2]
+    # Outside a worker process it gets numpy.empty's arrays: the same batch.
+    plain_images, _ = MapFetcher(Columns(), True, default_collate).fetch([3, 1, 2])
+    np.testing.assert_array_equal(plain_images, images)

@@ -9,7 +9,8 @@ import numpy as np
 
 import flowloader as fl
 from flowloader import stats
-from flowloader.randomness import SampleRngs, SampleSeeds, load_one_by_one
+from flowloader.batching import load_one_by_one
+from flowloader.randomness import SampleRngs, SampleSeeds
 
 
 class Draws(fl.Dataset):

@@ -28,11 +28,13 @@ def _capacity_for(nbytes: int) -> int:
 
 
 class Arena:
-    """Bump allocation of arrays inside one segment, 64-byte aligned."""
+    """Bump allocation of arrays inside one segment, 64-byte aligned. It keeps a ledger of
+    what it handed out, so the batch's encoder finds each array that is already in place."""
 
     def __init__(self, segment: Segment) -> None:
         self.segment = segment
         self.used = 0
+        self._handed_out: dict[int, tuple[int, int]] = {}  # address -> (offset, nbytes)
 
     def allocate(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray | None:
         """An uninitialised array in the segment, or None when it does not fit."""
@@ -42,16 +44,22 @@ class Arena:
         if start + nbytes > self.segment.capacity:
             return None
         self.used = start + nbytes
+        self._handed_out[self.segment.address + start] = (start, nbytes)
         return self.segment.array[start : start + nbytes].view(dtype).reshape(shape)
 
+    def allocate_or_empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """The batch contract's ``allocate``: in the segment, or ``np.empty`` once it is full
+        (the encoder then moves the batch to a segment that fits)."""
+        out = self.allocate(shape, dtype)
+        return np.empty(shape, dtype) if out is None else out
+
     def offset_of(self, array: np.ndarray) -> int | None:
-        """Where ``array`` lies in the segment, if it is contiguous memory allocated here."""
-        if not array.flags.c_contiguous:
+        """Where ``array`` lies in the segment, if it is an array this arena handed out (or a
+        view of one covering it exactly, as a tensor made from it is); else None."""
+        placed = self._handed_out.get(array.ctypes.data)
+        if placed is None or placed[1] != array.nbytes or not array.flags.c_contiguous:
             return None
-        offset = array.ctypes.data - self.segment.address
-        if offset >= 0 and offset + array.nbytes <= self.used:
-            return offset
-        return None
+        return placed[0]
 
 
 class SegmentPool:

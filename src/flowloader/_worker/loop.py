@@ -19,7 +19,6 @@ from .._ipc import messages
 from .._ipc.batch_codec import encode
 from .._ipc.poller import Poller
 from .._ipc.segment_pool import SegmentPool
-from ..collate import batch_allocator
 from ..randomness import SampleSeeds
 from .allocator import keep_large_allocations
 from .body import WorkerBody, WorkerConfig
@@ -53,11 +52,8 @@ class ProcessWorker(WorkerBody):
             self.pool.give_back(arena.segment)
 
     def _fetch(self, task: messages.Task, seeds: SampleSeeds | None, arena: Any) -> Any:
-        token = batch_allocator.set(arena.allocate if arena is not None else None)
-        try:
-            return self.fetcher.fetch(task.indices, seeds)
-        finally:
-            batch_allocator.reset(token)
+        allocate = arena.allocate_or_empty if arena is not None else None
+        return self.fetcher.fetch(task.indices, seeds, allocate)
 
     def _send_batch(self, task: messages.Task, batch: Any, arena: Any) -> None:
         started = time.perf_counter()

@@ -34,12 +34,13 @@ handed in for each image (see :mod:`flowloader.vision.transforms.rng`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
+from ..batching import Allocate
 from . import decode, native
 from .geometry import Geometry
 from .native import NativeJpeg
@@ -53,8 +54,6 @@ from .transforms.transforms import (
     ToTensor,
     call_step,
 )
-
-Allocate = Callable[[tuple[int, ...], Any], np.ndarray]
 
 
 def plan_for(transform: Any) -> Plan:

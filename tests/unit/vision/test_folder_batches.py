@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 import flowloader as fl
-from flowloader.collate import CollatedSamples
+from flowloader.batching import CollatedSamples
 from flowloader.vision import datasets
 from flowloader.vision import transforms as T
 

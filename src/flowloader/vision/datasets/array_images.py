@@ -16,9 +16,13 @@ import numpy as np
 from PIL import Image
 
 from flowloader import stats
-from flowloader.collate import CollatedSamples, empty_batch_array
-from flowloader.dataset import overrides_getitem
-from flowloader.randomness import load_one_by_one
+from flowloader.batching import (
+    Allocate,
+    CollatedSamples,
+    allocate_empty,
+    load_one_by_one,
+    overrides_getitem,
+)
 
 from ..plan import plan_for
 from .vision import VisionDataset
@@ -80,9 +84,15 @@ class ArrayImageDataset(VisionDataset):
                 target = self.target_transform(target)
         return image, target
 
-    def __getitems__(self, indices: list[int], rngs: Sequence[Any] | None = None) -> Any:
-        """A batch: one gather, then the transform over the whole batch when its plan can;
-        ``rngs[k]`` is sample k's generator (see :mod:`flowloader.randomness`)."""
+    def __getitems__(
+        self,
+        indices: list[int],
+        rngs: Sequence[Any] | None = None,
+        allocate: Allocate = allocate_empty,
+    ) -> Any:
+        """A batch: one gather, then the transform over the whole batch when its plan can,
+        into ``allocate``'s arrays; ``rngs[k]`` is sample k's generator (see
+        :mod:`flowloader.batching`)."""
         plan = plan_for(self.transform)
         if (
             overrides_getitem(self, ArrayImageDataset)
@@ -92,7 +102,7 @@ class ArrayImageDataset(VisionDataset):
             return load_one_by_one(self, indices, rngs)
         pixels = self.data[np.asarray(indices, dtype=np.int64)]
         with stats.stage("transform"):
-            images = plan.apply_to_stack(pixels, rngs, empty_batch_array)
+            images = plan.apply_to_stack(pixels, rngs, allocate)
         targets = self.label_array()[indices]
         return CollatedSamples((images, targets), lambda i: (images[i], int(targets[i])))
 

@@ -10,9 +10,14 @@ from typing import Any
 import numpy as np
 
 from flowloader import stats
-from flowloader.collate import CollatedSamples, empty_batch_array
-from flowloader.dataset import overrides_getitem
-from flowloader.randomness import load_one_by_one, sample_context
+from flowloader.batching import (
+    Allocate,
+    CollatedSamples,
+    allocate_empty,
+    load_one_by_one,
+    overrides_getitem,
+)
+from flowloader.randomness import sample_context
 
 from ..plan import BatchWriter, Plan, plan_for
 from .vision import VisionDataset
@@ -36,12 +41,17 @@ class PlannedImageDataset(VisionDataset):
                 target = self.target_transform(target)
         return sample, target
 
-    def __getitems__(self, indices: list[int], rngs: Sequence[Any] | None = None) -> Any:
+    def __getitems__(
+        self,
+        indices: list[int],
+        rngs: Sequence[Any] | None = None,
+        allocate: Allocate = allocate_empty,
+    ) -> Any:
         """A batch, bit-identical to ``[self[i] for i in indices]``; ``rngs[k]`` is sample
-        k's generator (see :mod:`flowloader.randomness`). When the transform ends in a
-        conversion, each image is converted straight into one batch array (inside a
-        DataLoader worker, the shared memory the batch travels in): no per-sample array, and
-        nothing left for collate to copy."""
+        k's generator. When the transform ends in a conversion, each image is converted
+        straight into one batch array from ``allocate`` (in a DataLoader worker process, the
+        shared memory the batch travels in): no per-sample array, and nothing left for
+        collate to copy. See :mod:`flowloader.batching`."""
         plan = plan_for(self.transform)
         if (
             overrides_getitem(self, PlannedImageDataset)
@@ -49,7 +59,7 @@ class PlannedImageDataset(VisionDataset):
             or plan.conversion is None
         ):
             return load_one_by_one(self, indices, rngs)
-        writer = BatchWriter(plan, len(indices), empty_batch_array)
+        writer = BatchWriter(plan, len(indices), allocate)
         targets = np.empty(len(indices), dtype=np.int64)
         for k, index in enumerate(indices):
             rng = None if rngs is None else rngs[k]

@@ -1,0 +1,177 @@
+"""The batch contract: what a batch-aware dataset's ``__getitems__`` receives, and what it may
+return. Everything the loader and the dataset wrappers need to honour it lives here.
+
+A map-style dataset may load a whole batch in one call::
+
+    def __getitems__(self, indices, rngs=None, allocate=None) -> list | CollatedSamples: ...
+
+PyTorch calls ``__getitems__(indices)``; the two other parameters are flowloader's, and each
+is passed only when the method declares it (by name), so a PyTorch dataset works unchanged.
+
+``indices``
+    the batch's dataset indices, in sampler order.
+``rngs``
+    the batch's per-sample generators: ``rngs[k]`` belongs to ``indices[k]``, and is the
+    generator that sample gets on every path (one by one or batched, any ``num_workers``,
+    threads or processes, after a resume). Draw every random choice of sample k from it.
+``allocate``
+    ``allocate(shape, dtype) -> numpy.ndarray``: an uninitialised array for the batch's
+    output. In a worker process it lies in the shared memory the batch travels in, so
+    filling it is the batch's only copy; elsewhere it is ``numpy.empty``.
+
+It returns a list of samples, which ``collate_fn`` collates as usual, or a
+:class:`CollatedSamples`: the batch's columns already stacked (best written into arrays from
+``allocate``), which ``default_collate`` hands on as they are, and which any other
+``collate_fn`` sees as an ordinary sequence of samples.
+
+A wrapper (``Subset``, ``StackDataset``) passes a batch on to the dataset it wraps with
+:func:`fetch_many`; :func:`load_one_by_one` is the fallback every batch path shares.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .randomness import SampleRngs, sample_context
+
+__all__ = [
+    "Allocate",
+    "CollatedSamples",
+    "allocate_empty",
+    "fetch_many",
+    "load_one_by_one",
+]
+
+# allocate(shape, dtype) -> an uninitialised array for a batch's output.
+Allocate = Callable[[tuple[int, ...], Any], np.ndarray]
+
+
+def allocate_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """The ``allocate`` outside worker processes: ``numpy.empty``."""
+    return np.empty(shape, dtype)
+
+
+class CollatedSamples(collections.abc.Sequence):
+    """Samples that a dataset's ``__getitems__`` has already stacked into columns.
+
+    ``default_collate`` returns the columns as they are (the list it would have built from
+    tuple samples) instead of taking the batch apart and stacking it again. Any other
+    ``collate_fn`` sees an ordinary sequence: ``sample_fn(i)`` builds sample ``i``.
+    """
+
+    def __init__(self, columns: tuple[Any, ...], sample_fn: Callable[[int], Any]) -> None:
+        self.columns = columns
+        self._sample_fn = sample_fn
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self._sample_fn(i) for i in range(len(self))[index]]
+        return self._sample_fn(range(len(self))[index])
+
+    def collated(self) -> list[Any]:
+        return list(self.columns)
+
+
+@dataclass(frozen=True)
+class Declared:
+    """Which of the contract's optional parameters a ``__getitems__`` declares."""
+
+    rngs: bool
+    allocate: bool
+
+
+def declared(getitems: Callable[..., Any]) -> Declared:
+    """What ``getitems`` accepts, read from its signature once per function."""
+    function = getattr(getitems, "__func__", getitems)
+    try:
+        return _declared(function)
+    except TypeError:  # an unhashable callable object: read it every time
+        return _declared.__wrapped__(function)
+
+
+@functools.lru_cache(maxsize=256)
+def _declared(function: Callable[..., Any]) -> Declared:
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return Declared(False, False)
+    return Declared("rngs" in parameters, "allocate" in parameters)
+
+
+def call_getitems(
+    getitems: Callable[..., Any],
+    indices: Sequence[int],
+    rngs: Sequence[Any] | None,
+    allocate: Allocate | None,
+) -> Any:
+    """``getitems(indices, ...)`` with the optional parameters it declares."""
+    accepts = declared(getitems)
+    options: dict[str, Any] = {}
+    if accepts.rngs:
+        options["rngs"] = rngs
+    if accepts.allocate:
+        options["allocate"] = allocate or allocate_empty
+    return getitems(indices, **options)
+
+
+def fetch_many(
+    dataset: Any,
+    indices: list,
+    rngs: Sequence[Any] | None = None,
+    allocate: Allocate | None = None,
+) -> Any:
+    """The samples at ``indices``: ``dataset.__getitems__`` when it has one (length-checked),
+    else one by one; sample ``indices[k]`` draws from ``rngs[k]``."""
+    getitems = getattr(dataset, "__getitems__", None)
+    if not callable(getitems):
+        return load_one_by_one(dataset, indices, rngs)
+    items = call_getitems(getitems, indices, rngs, allocate)
+    if len(items) != len(indices):
+        raise ValueError(
+            f"{type(dataset).__name__}.__getitems__ returned {len(items)} samples "
+            f"for {len(indices)} indices"
+        )
+    return items
+
+
+def load_one_by_one(
+    dataset: Any,
+    indices: Sequence[int],
+    rngs: Sequence[Any] | None = None,
+    skip: tuple[type[Exception], ...] = (),
+    skipped: list[tuple[int, Exception]] | None = None,
+) -> list[Any]:
+    """``[dataset[i] for i in indices]``, each load inside its own sample context (with
+    ``rngs[k]`` when given): what a batch path falls back to when it cannot take the batch
+    whole. A load that raises one of ``skip`` is left out and appended to ``skipped`` as
+    (index, error)."""
+    samples = []
+    for k, i in enumerate(indices):
+        if isinstance(rngs, SampleRngs):  # lazily: only a load that draws makes its generator
+            context = sample_context(rngs.indices[k], seeds=rngs.seeds)
+        else:
+            context = sample_context(i, None if rngs is None else rngs[k])
+        with context:
+            try:
+                samples.append(dataset[i])
+            except skip as error:
+                assert skipped is not None
+                skipped.append((i, error))
+    return samples
+
+
+def overrides_getitem(dataset: Any, base: type) -> bool:
+    """True if ``dataset``'s class overrides ``base.__getitem__`` but not its batch method:
+    then ``base``'s ``__getitems__`` would bypass the override, so it loads one by one."""
+    cls = type(dataset)
+    return cls.__getitem__ is not base.__getitem__ and cls.__getitems__ is base.__getitems__
