@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
+import time
 
 import pytest
+
+from flowloader._ipc import shm
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -21,3 +25,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # (a pytestmark in a conftest.py marks nothing: pytest reads it from test modules)
         if "integration" in item.path.parts:
             item.add_marker(pytest.mark.multiprocess)
+
+
+@pytest.fixture(autouse=True)
+def no_worker_left(request: pytest.FixtureRequest):
+    """Every test outside tests/integration/ (whose conftest.py also counts descriptors) may
+    start workers too: none of them, and none of their /dev/shm segments, may outlive it."""
+    yield
+    if "integration" in request.node.path.parts:
+        return
+    deadline = time.monotonic() + 5
+    while True:
+        children = [p for p in multiprocessing.active_children() if p.name.startswith("flowloader")]
+        segments = shm.list_segments(shm.process_prefix())
+        if not (children or segments) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not children, f"worker processes left running: {children}"
+    assert not segments, f"shared-memory segments left in {shm.shm_dir()}: {segments}"

@@ -130,7 +130,8 @@ class SkipLedger:
 def _warn(message: str) -> None:
     """Warn at the user's line: the first frame outside the flowloader package."""
     package = os.path.dirname(os.path.abspath(__file__))
-    frame, level = sys._getframe(1), 2
+    frame: Any = sys._getframe(1)
+    level = 2
     while frame is not None and frame.f_code.co_filename.startswith(package):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, SkippedSampleWarning, stacklevel=level)

@@ -173,5 +173,6 @@ def load_one_by_one(
 def overrides_getitem(dataset: Any, base: type) -> bool:
     """True if ``dataset``'s class overrides ``base.__getitem__`` but not its batch method:
     then ``base``'s ``__getitems__`` would bypass the override, so it loads one by one."""
-    cls = type(dataset)
-    return cls.__getitem__ is not base.__getitem__ and cls.__getitems__ is base.__getitems__
+    cls: Any = type(dataset)
+    parent: Any = base
+    return cls.__getitem__ is not parent.__getitem__ and cls.__getitems__ is parent.__getitems__

@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections.abc
 import copy
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -168,7 +168,7 @@ class _Rules:
         self.collate_fn_map, self.allocate = collate_fn_map, allocate
 
 
-def _collate(batch: list[Any], rules: _Rules, path: tuple) -> Any:
+def _collate(batch: Sequence[Any], rules: _Rules, path: tuple) -> Any:
     try:
         return _collate_here(batch, rules, path)
     except _Located as error:
@@ -178,7 +178,7 @@ def _collate(batch: list[Any], rules: _Rules, path: tuple) -> Any:
         raise
 
 
-def _collate_here(batch: list[Any], rules: _Rules, path: tuple) -> Any:
+def _collate_here(batch: Sequence[Any], rules: _Rules, path: tuple) -> Any:
     try:
         return _dispatch(batch, rules, path)
     except _Located:
@@ -196,7 +196,7 @@ def _collate_here(batch: list[Any], rules: _Rules, path: tuple) -> Any:
         ) from error
 
 
-def _dispatch(batch: list[Any], rules: _Rules, path: tuple) -> Any:
+def _dispatch(batch: Sequence[Any], rules: _Rules, path: tuple) -> Any:
     elem = batch[0]
     fn = _lookup(elem, rules.collate_fn_map)
     if fn is not None:
@@ -215,7 +215,7 @@ def _dispatch(batch: list[Any], rules: _Rules, path: tuple) -> Any:
     raise CollateTypeError(_UNSUPPORTED.format(type(elem)))
 
 
-def _collate_mapping(batch: list[Any], rules: _Rules, path: tuple) -> Any:
+def _collate_mapping(batch: Sequence[Any], rules: _Rules, path: tuple) -> Any:
     elem = batch[0]
     collated = {}
     for key in elem:
@@ -242,7 +242,7 @@ def _rebuild_mapping(elem: Any, collated: dict) -> Any:
         return collated
 
 
-def _collate_columns(batch: list[Any], rules: _Rules, path: tuple) -> list[Any]:
+def _collate_columns(batch: Sequence[Any], rules: _Rules, path: tuple) -> list[Any]:
     size = len(batch[0])
     for position, sample in enumerate(batch):
         if len(sample) != size:

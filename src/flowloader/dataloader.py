@@ -56,6 +56,28 @@ class DataLoader(Generic[T_co]):
     """
 
     _initialized = False
+    # Set from the resolved plan in __init__ (PyTorch's public attribute names).
+    dataset: Any
+    batch_size: int | None
+    drop_last: bool
+    sampler: Any
+    batch_sampler: Any
+    collate_fn: Callable[[Any], Any]
+    generator: Any
+    num_workers: int
+    prefetch_factor: int | None
+    persistent_workers: bool
+    timeout: float
+    worker_init_fn: Callable[[int], None] | None
+    pin_memory: bool
+    pin_memory_device: str
+    in_order: bool
+    output: str
+    skip_errors: tuple[type[Exception], ...]
+    max_skipped: int | float | None
+    worker_method: str
+    max_worker_restarts: int
+    _iterable: bool
 
     def __init__(
         self,

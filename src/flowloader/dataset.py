@@ -184,7 +184,7 @@ class ChainDataset(IterableDataset):
             yield from d
 
     def __len__(self) -> int:
-        return sum(len(d) for d in self._checked())  # type: ignore[arg-type]
+        return sum(len(d) for d in self._checked())  # type: ignore[arg-type,misc]
 
 
 class Subset(Dataset[T_co]):

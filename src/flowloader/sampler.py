@@ -27,7 +27,7 @@ _DRAW_CHUNK = 1 << 16
 
 
 def _is_positive_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and bool(value > 0)
 
 
 class Sampler(Generic[T_co]):
@@ -241,8 +241,9 @@ class BatchSampler(Sampler[list[int]]):
         return state_dict() if callable(state_dict) else None
 
     def load_state_dict(self, state: dict[str, Any] | None) -> None:
-        if state is not None:
-            self.sampler.load_state_dict(state)
+        restore = getattr(self.sampler, "load_state_dict", None)
+        if state is not None and callable(restore):
+            restore(state)
 
 
 class _InfiniteConstantSampler(Sampler[None]):

@@ -108,8 +108,13 @@ def stack(tensors: Sequence[Any], allocate: Callable[..., np.ndarray] | None = N
     assert torch is not None
     first = tensors[0]
     view = as_shareable_array(first) if allocate is not None else None
-    if view is not None and all(
-        t.dtype == first.dtype and t.device == first.device and not t.requires_grad for t in tensors
+    if (
+        allocate is not None
+        and view is not None
+        and all(
+            t.dtype == first.dtype and t.device == first.device and not t.requires_grad
+            for t in tensors
+        )
     ):
         out = torch.from_numpy(allocate((len(tensors), *first.shape), view.dtype))
         return torch.stack(list(tensors), 0, out=out)

@@ -46,8 +46,9 @@ def encode(batch: Any, pool: SegmentPool, arena: Arena | None) -> EncodedBatch:
     tensors travel the same way, as the NumPy views of their memory."""
     structure, leaves = tree.split(batch, tensors=True)
     tensor_flags = [type(leaf) is not np.ndarray for leaf in leaves]
-    arrays = [
-        _torch.as_shareable_array(leaf) if is_tensor else leaf
+    # (tree.split keeps as tensor leaves only tensors that NumPy can view)
+    arrays: list[np.ndarray] = [
+        _torch.as_shareable_array(leaf) if is_tensor else leaf  # type: ignore[misc]
         for leaf, is_tensor in zip(leaves, tensor_flags, strict=True)
     ]
     if not arrays:
@@ -55,7 +56,7 @@ def encode(batch: Any, pool: SegmentPool, arena: Arena | None) -> EncodedBatch:
             pool.give_back(arena.segment)
         return EncodedBatch(structure, None, 0, 0, ())
     offsets = _place_in_arena(arrays, arena) if arena is not None else None
-    if offsets is None:
+    if arena is None or offsets is None:
         if arena is not None:
             pool.give_back(arena.segment)
         arena = Arena(pool.take(sum(aligned(a.nbytes) for a in arrays)))

@@ -50,7 +50,8 @@ class _Unmap:
         self.address, self.length = address, length
 
     def __del__(self) -> None:
-        _libc.munmap(self.address, self.length)
+        if _libc is not None:
+            _libc.munmap(self.address, self.length)
 
 
 def map_shared(fd: int, length: int) -> Any:
@@ -68,5 +69,5 @@ def map_shared(fd: int, length: int) -> Any:
         code = ctypes.get_errno() or errno.ENOMEM
         raise OSError(code, os.strerror(code))
     buffer = (ctypes.c_uint8 * length).from_address(address)
-    buffer.unmap = _Unmap(address, length)  # lives exactly as long as the buffer
+    buffer.unmap = _Unmap(address, length)  # type: ignore[attr-defined]  # lives as long as it
     return buffer

@@ -21,7 +21,7 @@ MIN_SEGMENT_BYTES = 1 << 16
 _GRANULE = 1 << 16
 
 
-def _capacity_for(nbytes: int) -> int:
+def capacity_for(nbytes: int) -> int:
     """Room for ``nbytes`` plus 1/8 slack (batches vary a little), in 64 KiB granules."""
     wanted = max(nbytes + nbytes // 8, MIN_SEGMENT_BYTES)
     return (wanted + _GRANULE - 1) // _GRANULE * _GRANULE
@@ -31,15 +31,17 @@ class Arena:
     """Bump allocation of arrays inside one segment, 64-byte aligned. It keeps a ledger of
     what it handed out, so the batch's encoder finds each array that is already in place."""
 
-    def __init__(self, segment: Segment) -> None:
-        self.segment = segment
+    def __init__(self, segment: Any) -> None:
+        self.segment = segment  # a Segment, or anything with its array, address and capacity
         self.used = 0
+        self.wanted = 0  # bytes asked for, what did not fit included: the next batch's size
         self._handed_out: dict[int, tuple[int, int]] = {}  # address -> (offset, nbytes)
 
     def allocate(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray | None:
         """An uninitialised array in the segment, or None when it does not fit."""
         dtype = np.dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
+        self.wanted = aligned(self.wanted) + nbytes
         start = aligned(self.used)
         if start + nbytes > self.segment.capacity:
             return None
@@ -85,7 +87,7 @@ class SegmentPool:
         else:
             if self._free:
                 self._retire(min(self._free, key=lambda s: s.capacity))
-            segment = self._create(_capacity_for(nbytes))
+            segment = self._create(capacity_for(nbytes))
         self._busy[segment.name] = segment
         return segment
 

@@ -67,8 +67,8 @@ class DataLoaderIterator:
         self._finalizer = weakref.finalize(self, self._transport.shutdown)
         pinned = _output.pins(plan.output, plan.pin_memory)
         self._convert = _output.converter(plan.output, pinned)
-        if pinned and plan.num_workers > 0:  # in-process loading pins in line, as PyTorch does
-            self._pin_stage = PinStage(self._convert)
+        if self._convert is not None and pinned and plan.num_workers > 0:
+            self._pin_stage = PinStage(self._convert)  # in-process loading pins in line
         self._begin()
 
     def _new_epoch(

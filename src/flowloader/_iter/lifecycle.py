@@ -116,7 +116,7 @@ class WorkerGroup:
             main_pid=os.getpid(),
             skip_errors=plan.skip_errors,
         )
-        process = context.Process(
+        process = context.Process(  # type: ignore[attr-defined]
             target=run_worker,
             args=(config, task_reader, result_writer),
             name=f"flowloader-worker-{worker_id}",

@@ -1,8 +1,9 @@
 """The worker thread (``worker_method="thread"``): the worker body over an in-process queue.
 
-Batches are collated in ordinary memory and handed over as they are: no shared memory, no
-pickling. A thread does not touch the process's global generators (it shares them with the
-training loop); per-sample generators (``rngs``) are what make its batches reproducible.
+Batches are collated in place, in reused ordinary memory (buffers.py), and handed over as
+they are: no shared memory, no pickling, no copy. A thread does not touch the process's
+global generators (it shares them with the training loop); per-sample generators (``rngs``)
+are what make its batches reproducible.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._ipc import messages
+from .._ipc.segment_pool import Arena
+from ..randomness import SampleSeeds
 from .body import WorkerBody, WorkerConfig
+from .buffers import BatchBuffers
 from .info import WorkerInfo, set_thread_worker_info
 
 
@@ -26,14 +30,27 @@ class ThreadEnded:
 
 
 class ThreadWorker(WorkerBody):
+    """A worker thread's body: batches are built in reused blocks (buffers.py) and handed
+    over as they are."""
+
     def __init__(self, config: WorkerConfig, send: Any) -> None:
         super().__init__(config, send)
+        self.buffers = BatchBuffers()
         seed = config.base_seed + config.worker_id
         info = WorkerInfo(
             config.worker_id, config.num_workers, seed, config.dataset, threading.get_ident()
         )
         set_thread_worker_info(info)
         self.start()
+
+    def _reserve(self) -> Arena:
+        return self.buffers.arena()
+
+    def _fetch(self, task: messages.Task, seeds: SampleSeeds | None, arena: Any) -> Any:
+        try:
+            return self.fetcher.fetch(task.indices, seeds, arena.allocate_or_empty)
+        finally:
+            self.buffers.note(arena)
 
 
 def run_thread_worker(

@@ -9,7 +9,7 @@ from flowloader.vision import datasets
 
 from .progress import Progress
 
-IMAGENET_LIKE = {"classes": 20, "per_class": 100, "size": (500, 375)}
+IMAGENET_LIKE_CLASSES, IMAGENET_LIKE_PER_CLASS, IMAGENET_LIKE_SIZE = 20, 100, (500, 375)
 MNIST_SIZES = {"train_size": 60000, "test_size": 10000}
 KINDS = ("imagenet-like", "mnist")
 
@@ -27,16 +27,14 @@ def make(kind: str, directory: str, images: int | None = None) -> str:
     """Write a sample dataset of ``kind`` into ``directory`` with a progress bar."""
     if kind == "imagenet-like":
         per_class = (
-            IMAGENET_LIKE["per_class"]
-            if images is None
-            else max(1, images // IMAGENET_LIKE["classes"])
+            IMAGENET_LIKE_PER_CLASS if images is None else max(1, images // IMAGENET_LIKE_CLASSES)
         )
-        progress = Progress(f"writing JPEGs to {directory}", IMAGENET_LIKE["classes"] * per_class)
+        progress = Progress(f"writing JPEGs to {directory}", IMAGENET_LIKE_CLASSES * per_class)
         datasets.make_image_folder(
             directory,
-            num_classes=IMAGENET_LIKE["classes"],
+            num_classes=IMAGENET_LIKE_CLASSES,
             images_per_class=per_class,
-            size=IMAGENET_LIKE["size"],
+            size=IMAGENET_LIKE_SIZE,
             progress=lambda done, total: progress.update(done),
         )
         progress.close()

@@ -8,7 +8,7 @@ import subprocess
 import tarfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from flowloader.dataset import IterableDataset
 from flowloader.sharding import shard_stream
@@ -103,7 +103,7 @@ def read_tar_stream(url: str, storage_options: dict[str, Any] | None = None) -> 
         stream = _Tail(opened)
         current: dict[str, Any] | None = None
         try:
-            with tarfile.open(fileobj=stream, mode="r|") as archive:
+            with tarfile.open(fileobj=cast(Any, stream), mode="r|") as archive:
                 for member in archive:
                     parts = sample_part(member)
                     if parts is None:

@@ -45,7 +45,7 @@ def shard_list(urls: str | os.PathLike | Sequence[str]) -> list[str]:
             return [name if is_remote(name) else os.path.join(base, name) for name in names]
         found = expand_braces(urls)
     else:
-        found = [os.fspath(url) for url in urls]
+        found = [os.fspath(url) for url in urls]  # type: ignore[union-attr]  # (a sequence)
     if not found:
         raise ValueError("no shards given")
     return found

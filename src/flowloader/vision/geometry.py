@@ -80,22 +80,20 @@ class Geometry:
                 image, first.scale, first.ratio, first.generator(rng)
             )
             out_h, out_w = first.size
-            box = (left, top, left + w, top + h)
+            box: tuple[float, float, float, float] = (left, top, left + w, top + h)
         else:
             out_h, out_w = F.resized_output_size(height, width, first.size, first.max_size)
             box = (0, 0, width, height)
         reduction = decode.reduction_for(min((box[2] - box[0]) / out_w, (box[3] - box[1]) / out_h))
         # With a reduced decode, Resize + CenterCrop become one resize of the kept region (a
         # crop larger than the resized image pads: then it runs as itself, afterwards).
+        crop = self.crop
         fused = (
-            reduction > 1
-            and self.crop is not None
-            and self.crop.size[0] <= out_h
-            and self.crop.size[1] <= out_w
+            crop is not None and reduction > 1 and crop.size[0] <= out_h and crop.size[1] <= out_w
         )
-        if fused:
-            box = _center_crop_box(width, height, out_h, out_w, self.crop.size)
-            out_h, out_w = self.crop.size
+        if crop is not None and fused:
+            box = _center_crop_box(width, height, out_h, out_w, crop.size)
+            out_h, out_w = crop.size
         image = decode.decode_reduced(image, reduction)
         resample = F.pil_filter(first.interpolation)
         if image.size == (width, height) and not fused:  # no reduction: exactly the plain path

@@ -17,7 +17,7 @@ from PIL import Image
 from .decode import located
 
 try:
-    from . import _jpeg_kernel as _kernel
+    from . import _jpeg_kernel as _kernel  # type: ignore[attr-defined]
 
     _missing = None
 except ImportError as error:

@@ -122,7 +122,7 @@ class Plan:
         :class:`NativeJpeg` that :meth:`finish` writes (``where`` and ``index`` name the
         sample in its errors) when the native kernel takes the whole pipeline."""
         data = decode.read(source)
-        if reduced and self.native_ready and native.available():
+        if reduced and self.native_ready and self.geometry is not None and native.available():
             job = self.geometry.native_job(data, rng, where, index)
             if job is not None:
                 return job
@@ -138,6 +138,7 @@ class Plan:
         """Flips and conversion of an image that went through the head; into ``out`` when
         given (its shape must be :meth:`output_shape`'s)."""
         if isinstance(img, NativeJpeg):
+            assert self.conversion is not None  # a native job is planned only then
             axes = self._drawn_flips(rng)
             hflip, vflip = axes.count(1) % 2 == 1, axes.count(0) % 2 == 1
             return img.write(out, self.conversion, hflip, vflip, self.mean_std)
@@ -176,6 +177,7 @@ class Plan:
         if self.conversion == "uint8":
             out[...] = chw
         elif self.conversion == "normalized":
+            assert self.normalize is not None
             F.scaled_normalized_into(chw, out, self.normalize.mean, self.normalize.std)
         else:
             np.divide(chw, np.float32(255), out=out, dtype=np.float32)
@@ -212,6 +214,7 @@ class Plan:
         chosen = []
         for source, positions in groups.values():
             if source is per_image:
+                assert rngs is not None
                 table = np.stack([rngs[k].random(len(positions)) for k in range(count)])
             else:
                 table = np.asarray(source.random(count * len(positions)))

@@ -146,6 +146,8 @@ class DatasetFolder(PlannedImageDataset):
     ) -> None:
         super().__init__(root, transform=transform, target_transform=target_transform)
         self.reduced_decode = reduced_decode
+        if self.root is None:
+            raise TypeError(f"{type(self).__name__} needs a root directory, got None")
         classes, class_to_idx = self.find_classes(self.root)
         samples = self.make_dataset(
             self.root,

@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 # type code -> big-endian dtype
-IDX_TYPES = {
+IDX_TYPES: dict[int, np.dtype] = {
     0x08: np.dtype(">u1"),
     0x09: np.dtype(">i1"),
     0x0B: np.dtype(">i2"),

@@ -158,7 +158,8 @@ def _check_opcodes(data: bytes, path: str) -> None:
 
 
 def _walk_opcodes(data: bytes, path: str) -> None:
-    for count, (opcode, argument, _) in enumerate(pickletools.genops(data), start=1):
+    operations: Any = pickletools.genops(data)
+    for count, (opcode, argument, _) in enumerate(operations, start=1):
         if opcode.name == "FRAME" and argument > len(data):
             raise UnsafePickleError(f"{path}: a frame of {argument} bytes in a smaller file")
         if opcode.name in _MEMO_PUTS and int(argument) > count:

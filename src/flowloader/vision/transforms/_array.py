@@ -39,7 +39,7 @@ def pad(array: np.ndarray, padding_ltrb: list[int], fill: Any, mode: str) -> np.
     widths = [(0, 0)] * (array.ndim - 2) + [(top, bottom), (left, right)]
     if mode == "constant":
         return np.pad(array, widths, mode="constant", constant_values=0 if fill is None else fill)
-    return np.pad(array, widths, mode=mode)
+    return np.pad(array, widths, mode=mode)  # type: ignore[call-overload]
 
 
 def hflip(array: np.ndarray) -> np.ndarray:

@@ -58,9 +58,10 @@ def pad(image: Image.Image, padding_ltrb: list[int], fill: Any, mode: str) -> Im
     left, top, right, bottom = (max(p, 0) for p in padding_ltrb)
     array = np.asarray(image)
     widths = ((top, bottom), (left, right)) + (((0, 0),) if array.ndim == 3 else ())
-    padded = Image.fromarray(np.pad(array, widths, mode=mode))
-    if image.mode == "P":
-        padded.putpalette(image.getpalette())
+    padded = Image.fromarray(np.pad(array, widths, mode=mode))  # type: ignore[call-overload]
+    palette = image.getpalette() if image.mode == "P" else None
+    if palette is not None:
+        padded.putpalette(palette)
     return padded
 
 

@@ -222,8 +222,8 @@ def crop(img: Any, top: int, left: int, height: int, width: int) -> Any:
 
 def size_pair(size: Any, name: str = "size") -> tuple[int, int]:
     """(h, w) from an int, a 1-sequence or a 2-sequence."""
-    if isinstance(size, numbers.Number):
-        return int(size), int(size)
+    if isinstance(size, numbers.Real):
+        return int(size), int(size)  # type: ignore[call-overload]
     if isinstance(size, Sequence) and len(size) == 1:
         return int(size[0]), int(size[0])
     if isinstance(size, Sequence) and len(size) == 2:
@@ -252,8 +252,8 @@ def center_crop(img: Any, output_size: Any) -> Any:
 
 
 def _padding_ltrb(padding: Any) -> list[int]:
-    if isinstance(padding, numbers.Number):
-        return [int(padding)] * 4
+    if isinstance(padding, numbers.Real):
+        return [int(padding)] * 4  # type: ignore[call-overload]
     if isinstance(padding, Sequence) and len(padding) in (1, 2, 4):
         values = [int(p) for p in padding]
         if len(values) == 1:

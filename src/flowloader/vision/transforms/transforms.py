@@ -144,6 +144,7 @@ class _RandomTransform(_Repr):
 
 class _RandomFlip(_RandomTransform):
     _fields = ("p",)
+    _flip: Callable[[Any], Any]
 
     def __init__(self, p: float = 0.5, *, rng: np.random.Generator | None = None) -> None:
         super().__init__(rng)
@@ -317,7 +318,7 @@ class ColorJitter(_RandomTransform):
         bound: tuple[float, float] = (0, float("inf")),
         clip_first_on_zero: bool = True,
     ) -> list[float] | None:
-        if isinstance(value, numbers.Number):
+        if isinstance(value, numbers.Real):
             if value < 0:
                 raise ValueError(f"If {name} is a single number, it must be non negative.")
             value = [center - float(value), center + float(value)]

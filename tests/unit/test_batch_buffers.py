@@ -1,0 +1,48 @@
+"""Thread workers' batch memory: a batch is built in one reused block, which goes back to the
+free list only once the consumer has dropped every array of the batch."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+
+from flowloader._worker.buffers import BatchBuffers
+
+
+def build(buffers: BatchBuffers, value: float) -> tuple[np.ndarray, int]:
+    arena = buffers.arena()
+    batch = arena.allocate_or_empty((4, 1000), np.float32)
+    batch[:] = value
+    buffers.note(arena)
+    return batch, arena.segment.address
+
+
+def test_the_first_batch_measures_the_rest_reuse_one_block() -> None:
+    buffers = BatchBuffers()
+    first, address = build(buffers, 1)
+    assert address == 0  # no block yet: the first batch is ordinary memory
+    second, address = build(buffers, 2)
+    assert address != 0
+    assert second.ctypes.data == address  # built in the block, not copied there
+    del second
+    gc.collect()
+    third, again = build(buffers, 3)
+    assert again == address  # the dropped batch's block is reused
+    assert first.min() == 1  # and no batch still held was written over
+    fourth, other = build(buffers, 4)
+    assert other != again  # the third batch is still held: a second block
+    assert third.min() == 3
+    assert fourth.min() == 4
+
+
+def test_a_view_the_consumer_keeps_keeps_the_block() -> None:
+    buffers = BatchBuffers()
+    build(buffers, 0)
+    batch, address = build(buffers, 5)
+    kept = batch[1:2]
+    del batch
+    gc.collect()
+    _, other = build(buffers, 6)
+    assert other != address
+    assert kept.min() == 5
