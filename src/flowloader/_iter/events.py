@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .._ipc import messages
+
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
@@ -74,6 +76,28 @@ class WorkerDied:
 
 
 Event = Loaded | Emptied | Failed | StreamEnded | WorkerDied
+
+
+def from_reply(message: Any, batch: Any = None) -> Event:
+    """The event a worker's reply to a task stands for (``_ipc.messages``; a Result's batch,
+    as the transport opened it, is ``batch``)."""
+    match message:
+        case messages.Result():
+            return Loaded(
+                message.task_id,
+                message.worker_id,
+                batch,
+                message.skipped,
+                message.stages,
+                message.cpu_s,
+            )
+        case messages.Failure():
+            return Failed(message.task_id, message.worker_id, message.error.rebuild())
+        case messages.Empty():
+            return Emptied(message.task_id, message.worker_id, message.skipped)
+        case messages.StreamEnd():
+            return StreamEnded(message.task_id, message.worker_id)
+    raise TypeError(f"not a reply to a task: {message!r}")
 
 
 @dataclass(frozen=True, slots=True)

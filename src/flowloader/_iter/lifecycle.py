@@ -21,7 +21,8 @@ from .._ipc import messages, shm
 from .._ipc.batch_codec import SegmentCache
 from .._ipc.poller import Poller
 from .._plan import LoadPlan
-from .._worker.loop import WorkerConfig, run_worker
+from .._worker.loop import run_worker
+from .transport import worker_config
 
 # Stop message -> exit, for all workers together (not per worker, cf. pytorch#81794).
 STOP_GRACE_S = 2.0
@@ -102,19 +103,12 @@ class WorkerGroup:
         context, plan, base_seed = self._context, self._plan, self._base_seed
         task_reader, task_writer = context.Pipe(duplex=False)
         result_reader, result_writer = context.Pipe(duplex=False)
-        config = WorkerConfig(
-            worker_id=worker_id,
-            num_workers=plan.num_workers,
-            dataset=plan.dataset,
-            iterable=plan.iterable,
-            auto_collation=plan.auto_collation,
-            collate_fn=plan.collate_fn,
-            drop_last=plan.drop_last,
-            base_seed=base_seed,
-            worker_init_fn=plan.worker_init_fn,
+        config = worker_config(
+            plan,
+            worker_id,
+            base_seed,
             segment_prefix=self.worker_prefix(worker_id),
             main_pid=os.getpid(),
-            skip_errors=plan.skip_errors,
         )
         process = context.Process(  # type: ignore[attr-defined]
             target=run_worker,

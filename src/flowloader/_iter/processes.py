@@ -11,7 +11,7 @@ from .._ipc import messages
 from .._ipc.batch_codec import decode
 from .._plan import LoadPlan
 from ..errors import SharedMemoryError
-from .events import Assignment, Emptied, Event, Failed, Loaded, StreamEnded, WorkerDied
+from .events import Assignment, Event, Failed, WorkerDied, from_reply
 from .lifecycle import WorkerGroup
 
 
@@ -61,22 +61,8 @@ class ProcessTransport:
             except SharedMemoryError as error:  # out of descriptors or mappings: says which
                 group.send(message.worker_id, messages.Release((name,)))
                 return Failed(message.task_id, message.worker_id, error, fatal=True)
-            return Loaded(
-                message.task_id,
-                message.worker_id,
-                batch,
-                message.skipped,
-                message.stages,
-                message.cpu_s,
-            )
-        if stale:
-            return None
-        if isinstance(message, messages.Failure):
-            return Failed(message.task_id, message.worker_id, message.error.rebuild())
-        if isinstance(message, messages.Empty):
-            return Emptied(message.task_id, message.worker_id, message.skipped)
-        assert isinstance(message, messages.StreamEnd)
-        return StreamEnded(message.task_id, message.worker_id)
+            return from_reply(message, batch)
+        return None if stale else from_reply(message)
 
     def restart(self, worker_id: int) -> None:
         self.group.restart(worker_id)

@@ -17,9 +17,9 @@ from typing import Any
 
 from .._ipc import messages
 from .._plan import LoadPlan
-from .._worker.body import WorkerConfig
 from .._worker.thread import ThreadEnded, run_thread_worker
-from .events import Assignment, Emptied, Event, Failed, Loaded, StreamEnded, WorkerDied
+from .events import Assignment, Event, WorkerDied, from_reply
+from .transport import worker_config
 
 # Stop message -> exit, for all threads together; a thread still busy after it is left to
 # finish on its own (a thread cannot be killed) and ends with the process (daemon).
@@ -51,18 +51,7 @@ class ThreadTransport:
 
     def _start(self, worker_id: int) -> threading.Thread:
         plan = self._plan
-        config = WorkerConfig(
-            worker_id=worker_id,
-            num_workers=plan.num_workers,
-            dataset=_own_copy(plan.dataset),
-            iterable=plan.iterable,
-            auto_collation=plan.auto_collation,
-            collate_fn=plan.collate_fn,
-            drop_last=plan.drop_last,
-            base_seed=self._base_seed,
-            worker_init_fn=plan.worker_init_fn,
-            skip_errors=plan.skip_errors,
-        )
+        config = worker_config(plan, worker_id, self._base_seed, dataset=_own_copy(plan.dataset))
         thread = threading.Thread(
             target=run_thread_worker,
             args=(config, self._tasks[worker_id], self._results),
@@ -100,21 +89,7 @@ class ThreadTransport:
             return WorkerDied(message.worker_id, None, message.how)
         if message.generation != self._generation:
             return None  # from an epoch that ended early
-        if isinstance(message, messages.Result):
-            return Loaded(
-                message.task_id,
-                message.worker_id,
-                message.batch,
-                message.skipped,
-                message.stages,
-                message.cpu_s,
-            )
-        if isinstance(message, messages.Failure):
-            return Failed(message.task_id, message.worker_id, message.error.rebuild())
-        if isinstance(message, messages.Empty):
-            return Emptied(message.task_id, message.worker_id, message.skipped)
-        assert isinstance(message, messages.StreamEnd)
-        return StreamEnded(message.task_id, message.worker_id)
+        return from_reply(message, getattr(message, "batch", None))
 
     def restart(self, worker_id: int) -> None:
         self._tasks[worker_id] = queue.SimpleQueue()  # what the dead thread left is re-sent

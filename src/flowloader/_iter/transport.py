@@ -7,9 +7,29 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
+from .._plan import LoadPlan
+from .._worker.body import WorkerConfig
 from .events import Assignment, Event
+
+
+def worker_config(plan: LoadPlan, worker_id: int, base_seed: int, **only: Any) -> WorkerConfig:
+    """What worker ``worker_id`` of ``plan`` runs with; ``only``: what one transport adds
+    (a process's segment prefix, a thread's own copy of the dataset)."""
+    fields: dict[str, Any] = {
+        "worker_id": worker_id,
+        "num_workers": plan.num_workers,
+        "dataset": plan.dataset,
+        "iterable": plan.iterable,
+        "auto_collation": plan.auto_collation,
+        "collate_fn": plan.collate_fn,
+        "drop_last": plan.drop_last,
+        "base_seed": base_seed,
+        "worker_init_fn": plan.worker_init_fn,
+        "skip_errors": plan.skip_errors,
+    }
+    return WorkerConfig(**(fields | only))
 
 
 class Transport(Protocol):
