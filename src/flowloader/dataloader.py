@@ -224,8 +224,9 @@ class DataLoader(Generic[T_co]):
             return
         cpus = _plan.usable_cpu_count()
         if cpus is None or self.num_workers > cpus:
+            kind = "threads" if self.worker_method == "thread" else "processes"
             warnings.warn(
-                f"This DataLoader will create {self.num_workers} worker processes, but this "
+                f"This DataLoader will create {self.num_workers} worker {kind}, but this "
                 f"process may use {cpus if cpus is not None else 'an unknown number of'} CPUs; "
                 "more workers than CPUs usually slows loading down. Consider lowering num_workers.",
                 stacklevel=3,
