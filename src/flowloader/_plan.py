@@ -19,7 +19,7 @@ from . import _seed
 from ._output import check_output
 from ._skip import check_policy
 from .collate import default_collate, default_convert
-from .dataset import IterableDataset
+from .dataset import is_iterable
 from .sampler import BatchSampler, RandomSampler, SequentialSampler, _InfiniteConstantSampler
 
 DEFAULT_PREFETCH_FACTOR = 2
@@ -205,7 +205,7 @@ def resolve(arguments: Mapping[str, Any]) -> LoadPlan:
     context = resolve_context(multiprocessing_context, num_workers)
     generator = _seed.resolve_generator(generator)
 
-    iterable = isinstance(dataset, IterableDataset)
+    iterable = is_iterable(dataset)  # torch's IterableDataset too
     if iterable:
         _check_iterable_options(shuffle, sampler, batch_sampler)
     else:

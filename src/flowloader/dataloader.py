@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 from . import _plan, _state
 from ._iter.iterator import DataLoaderIterator
 from .dataset import Dataset
+from .distributed import duplicated_across_ranks
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -116,6 +117,7 @@ class DataLoader(Generic[T_co]):
         # The latest epoch's position, kept after its iterator is gone (see state_dict).
         self._last_position: _state.Position | None = None
         self._resume: dict[str, Any] | None = None
+        self._ranks_checked = False
         self._initialized = True
         self.check_worker_number_rationality()
 
@@ -167,6 +169,9 @@ class DataLoader(Generic[T_co]):
     def __iter__(self) -> DataLoaderIterator:
         """A new pass over the data. With persistent workers, the same iterator is reset and
         its workers are reused (a new one is made if the old one was shut down by an error)."""
+        if not self._ranks_checked:
+            self._ranks_checked = True
+            self._warn_if_every_rank_loads_everything()
         if not (self.persistent_workers and self.num_workers > 0):
             return self._get_iterator()
         if self._iterator is None or self._iterator.closed:
@@ -217,6 +222,22 @@ class DataLoader(Generic[T_co]):
             else:
                 length = math.ceil(length / self.batch_size)
         return length
+
+    def _warn_if_every_rank_loads_everything(self) -> None:
+        """Under torch.distributed with several ranks, a map-style loader whose sampler does
+        not split the data by rank hands every rank the same samples: say so, once."""
+        world = (
+            None if self._iterable else duplicated_across_ranks(self.sampler, self.batch_sampler)
+        )
+        if world is not None:
+            warnings.warn(
+                f"torch.distributed runs {world} processes, but this DataLoader's sampler "
+                f"({type(self.sampler).__name__}) gives every rank the whole dataset, so each "
+                "rank will load the same samples. Pass sampler=DistributedSampler(dataset) "
+                "(and call sampler.set_epoch(epoch) every epoch), or use a sampler that splits "
+                "the data by rank (give it a true splits_by_rank attribute).",
+                stacklevel=3,
+            )
 
     def check_worker_number_rationality(self) -> None:
         """Warn when more workers are asked for than this process has CPUs."""

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from . import _seed
+from ._compat import torch as _torch
 from .batching import Allocate, fetch_many, load_one_by_one, overrides_getitem
 from .randomness import SampleRngs
 
@@ -140,7 +141,7 @@ class ConcatDataset(Dataset[T_co]):
         if not self.datasets:
             raise AssertionError("ConcatDataset needs at least one dataset; got an empty iterable")
         for position, d in enumerate(self.datasets):
-            if isinstance(d, IterableDataset):
+            if is_iterable(d):
                 raise AssertionError(
                     f"ConcatDataset takes map-style datasets only; dataset {position} is an "
                     f"IterableDataset ({type(d).__name__}): use ChainDataset for streams"
@@ -165,15 +166,20 @@ class ConcatDataset(Dataset[T_co]):
         return self.datasets[dataset_idx][idx - offset]
 
 
+def is_iterable(dataset: Any) -> bool:
+    """An IterableDataset: ours, or torch's (code written for torch.utils.data)."""
+    return isinstance(dataset, IterableDataset) or _torch.is_iterable_dataset(dataset)
+
+
 class ChainDataset(IterableDataset):
     """Iterable datasets chained one after another, lazily."""
 
     def __init__(self, datasets: Iterable[Dataset[Any]]) -> None:
         self.datasets = datasets
 
-    def _checked(self) -> Iterator[IterableDataset]:
+    def _checked(self) -> Iterator[Any]:
         for d in self.datasets:
-            if not isinstance(d, IterableDataset):
+            if not is_iterable(d):
                 raise AssertionError(
                     f"ChainDataset takes IterableDatasets only, but got {type(d).__name__}"
                 )
@@ -184,7 +190,7 @@ class ChainDataset(IterableDataset):
             yield from d
 
     def __len__(self) -> int:
-        return sum(len(d) for d in self._checked())  # type: ignore[arg-type,misc]
+        return sum(len(d) for d in self._checked())
 
 
 class Subset(Dataset[T_co]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -158,3 +159,30 @@ class DistributedSampler(Sampler[int]):
         """Set the epoch; with ``shuffle=True`` each epoch gives every rank a new order."""
         self.epoch = epoch
         self.start = 0
+
+
+def splits_by_rank(sampler: Any) -> bool:
+    """True if ``sampler`` gives each rank its own part of the data: a DistributedSampler
+    (ours, a ShardSampler, or torch's), a batch sampler over one, or a sampler of the user's
+    that says so with a true ``splits_by_rank`` attribute."""
+    if sampler is None:
+        return False
+    if getattr(sampler, "splits_by_rank", False) or isinstance(sampler, DistributedSampler):
+        return True
+    torch_distributed = sys.modules.get("torch.utils.data.distributed")
+    torch_sampler = getattr(torch_distributed, "DistributedSampler", None)
+    if torch_sampler is not None and isinstance(sampler, torch_sampler):
+        return True
+    inner = getattr(sampler, "sampler", None)  # a BatchSampler's
+    return inner is not None and inner is not sampler and splits_by_rank(inner)
+
+
+def duplicated_across_ranks(sampler: Any, batch_sampler: Any) -> int | None:
+    """The world size when torch.distributed runs on more than one rank and neither sampler
+    splits the data by rank (every rank would load the whole dataset), else None."""
+    world = _from_torch_distributed()
+    if world is None or world[0] <= 1:
+        return None
+    if splits_by_rank(sampler) or splits_by_rank(batch_sampler):
+        return None
+    return world[0]

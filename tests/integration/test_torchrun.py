@@ -44,6 +44,10 @@ def test_shards_under_torchrun(tmp_path, n) -> None:
         assert r["resumed"] == r["batches"]  # resume per rank, with another num_workers
     streamed = ranks[0]["stream"] + ranks[1]["stream"]
     assert sorted(streamed) == list(range(n))  # rank x worker sharding: each item once
+    for r in ranks:  # a loader that would hand every rank the whole dataset warns, once
+        [warned] = r["duplicate_warnings"]
+        assert "runs 2 processes" in warned
+        assert "DistributedSampler(dataset)" in warned
 
 
 @pytest.mark.timeout(240)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 
 import torch.distributed as dist
 
@@ -47,7 +48,28 @@ def main() -> None:
     second.load_state_dict(state)
     resumed = part + [b.tolist() for b in second]
     stream = [int(v) for b in fl.DataLoader(IdStream(n), batch_size=3, num_workers=2) for v in b]
-    write_from_every_rank({"batches": batches, "resumed": resumed, "stream": stream}, out)
+    write_from_every_rank(
+        {
+            "batches": batches,
+            "resumed": resumed,
+            "stream": stream,
+            "duplicate_warnings": duplicate_warnings(n),
+        },
+        out,
+    )
+
+
+def duplicate_warnings(n: int) -> list[str]:
+    """What a loader that gives every rank the whole dataset warns (twice iterated: once),
+    and what the loaders that split by rank warn (nothing)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        everything = fl.DataLoader(Ids(n), batch_size=4, shuffle=True)
+        iter(everything)
+        iter(everything)
+        iter(loader(n, workers=0))
+        iter(fl.DataLoader(IdStream(n), batch_size=3))
+    return [str(w.message) for w in caught if "torch.distributed" in str(w.message)]
 
 
 def write_from_every_rank(mine: dict, out: str) -> None:

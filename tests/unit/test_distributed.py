@@ -155,3 +155,21 @@ def test_same_world_size_leaves_the_skipping_to_the_loader() -> None:
     sampler.load_state_dict(sampler.state_dict())
     assert not sampler.restart_after(3)
     assert sampler.start == 0
+
+
+def test_which_samplers_split_the_data_by_rank() -> None:
+    from flowloader.distributed import duplicated_across_ranks, splits_by_rank
+
+    data = list(range(10))
+    ours = fl.DistributedSampler(data, num_replicas=2, rank=0)
+    assert splits_by_rank(ours)
+    assert splits_by_rank(fl.BatchSampler(ours, 3, False))
+    assert not splits_by_rank(fl.RandomSampler(data))
+    assert not splits_by_rank(fl.BatchSampler(fl.SequentialSampler(data), 3, False))
+
+    class Mine(fl.Sampler):
+        splits_by_rank = True
+
+    assert splits_by_rank(Mine())
+    # Without torch.distributed running there is nothing to duplicate.
+    assert duplicated_across_ranks(fl.RandomSampler(data), None) is None

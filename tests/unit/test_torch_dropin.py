@@ -128,3 +128,39 @@ def test_the_dropin_loader_without_torch_names_the_numpy_loader() -> None:
     assert "torch is not installed" in message
     assert "flowloader.DataLoader" in message
     assert dropin_numpy == top_level == "ndarray"
+
+
+def test_the_drop_in_loader_is_generic_like_torchs() -> None:
+    from flowloader.utils.data import DataLoader
+
+    assert DataLoader[list] is not None  # `-> DataLoader[List[Tensor]]` annotations import
+
+
+class ShardedTorchStream:
+    """Made on first use: a torch.utils.data.IterableDataset that shards itself with
+    get_worker_info() (the drop-in's, as a ported script calls it)."""
+
+    @staticmethod
+    def make(n: int):
+        import torch.utils.data
+
+        class Stream(torch.utils.data.IterableDataset):
+            def __iter__(self):
+                info = fl.utils.data.get_worker_info()
+                start, step = (0, 1) if info is None else (info.id, info.num_workers)
+                return iter(range(start, n, step))
+
+        return Stream()
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_torch_iterable_dataset_is_read_as_a_stream(num_workers) -> None:
+    stream = ShardedTorchStream.make(10)
+    loader = fl.DataLoader(stream, batch_size=4, num_workers=num_workers)
+    samples = sorted(int(x) for batch in loader for x in batch)
+    assert samples == list(range(10))
+    chained = fl.ChainDataset([stream, ShardedTorchStream.make(3)])
+    assert [int(x) for x in chained] == [*range(10), 0, 1, 2]
+    with pytest.raises(AssertionError, match="map-style datasets only"):
+        fl.ConcatDataset([stream])

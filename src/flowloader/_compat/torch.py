@@ -76,6 +76,14 @@ def is_tensor(obj: Any) -> bool:
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
+def is_iterable_dataset(obj: Any) -> bool:
+    """True for a ``torch.utils.data.IterableDataset`` (one exists only once torch is
+    imported, so this never imports it)."""
+    data = sys.modules.get("torch.utils.data")
+    iterable = getattr(data, "IterableDataset", None)
+    return iterable is not None and isinstance(obj, iterable)
+
+
 def is_generator(obj: Any) -> bool:
     """True if ``obj`` is a ``torch.Generator`` (without importing torch)."""
     torch = imported_torch()

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-from typing import Any
+from typing import Any, TypeVar
 
 import flowloader
 from flowloader import WorkerInfo, default_collate, default_convert, get_worker_info
 
 __all__ = ["DataLoader", "WorkerInfo", "default_collate", "default_convert", "get_worker_info"]
 
+T_co = TypeVar("T_co", covariant=True)
 
-class DataLoader(flowloader.DataLoader):
+
+class DataLoader(flowloader.DataLoader[T_co]):
     """``flowloader.DataLoader`` with ``output="torch"`` by default: batches are torch tensors
     (sharing the batch's memory, no copy), as ``torch.utils.data.DataLoader`` gives.
 
