@@ -13,7 +13,7 @@ from typing import Any
 
 from . import stats
 from ._skip import SkippedSample, skipped_from
-from .batching import Allocate, call_getitems, declared, load_one_by_one
+from .batching import Allocate, Declared, call_getitems, declared, load_one_by_one
 from .collate import collate, default_collate, default_collate_fn_map
 from .randomness import SampleRngs, SampleSeeds, sample_context
 
@@ -45,7 +45,7 @@ class MapFetcher:
         self.skipped: list[SkippedSample] = []
         getitems = getattr(dataset, "__getitems__", None)
         self._getitems = getitems if getitems else None
-        self._getitems_takes_rngs = self._getitems is not None and declared(self._getitems).rngs
+        self._accepts = declared(getitems) if getitems else Declared(False, False)
 
     def fetch(
         self, index: Any, seeds: SampleSeeds | None = None, allocate: Allocate | None = None
@@ -71,10 +71,10 @@ class MapFetcher:
         assert self._getitems is not None
         rngs = None if seeds is None else SampleRngs(seeds, indices)
         try:
-            if self._getitems_takes_rngs:
-                return call_getitems(self._getitems, indices, rngs, allocate)
+            if self._accepts.rngs:
+                return call_getitems(self._getitems, indices, rngs, allocate, self._accepts)
             with sample_context(None, seeds=seeds):  # sample_rng(i) for the dataset's loads
-                return call_getitems(self._getitems, indices, None, allocate)
+                return call_getitems(self._getitems, indices, None, allocate, self._accepts)
         except self.skip:
             return self._load_one_by_one(indices, seeds)
 

@@ -113,9 +113,14 @@ def call_getitems(
     indices: Sequence[int],
     rngs: Sequence[Any] | None,
     allocate: Allocate | None,
+    accepts: Declared | None = None,
 ) -> Any:
-    """``getitems(indices, ...)`` with the optional parameters it declares."""
-    accepts = declared(getitems)
+    """``getitems(indices, ...)`` with the optional parameters it declares (``accepts``:
+    ``declared(getitems)``, for a caller that keeps it)."""
+    if accepts is None:
+        accepts = declared(getitems)
+    if not (accepts.rngs or accepts.allocate):
+        return getitems(indices)
     options: dict[str, Any] = {}
     if accepts.rngs:
         options["rngs"] = rngs

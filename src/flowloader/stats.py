@@ -142,7 +142,7 @@ class LoaderStats:
     # "process" or "thread" workers ("" without workers), and whether this Python runs
     # without the GIL (free-threaded CPython), where thread workers use every core.
     worker_method: str = ""
-    free_threaded: bool = field(default_factory=lambda: gil_disabled())
+    free_threaded: bool = field(default_factory=gil_disabled)
 
     @property
     def mean_in_flight(self) -> float:

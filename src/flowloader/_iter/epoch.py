@@ -19,7 +19,6 @@ from .. import _seed, _state, stats
 from .._plan import LoadPlan
 from .._skip import SkipLedger
 from ..errors import LoaderTimeoutError, WorkerCrashedError
-from ..randomness import SampleSeeds
 from .dispatcher import Dispatcher
 from .events import Assignment, Emptied, Event, Failed, Loaded, Restart, StreamEnded, WorkerDied
 from .reorder import ReorderBuffer
@@ -86,8 +85,8 @@ class Epoch:
         )
         # Drawn every epoch, with or without workers, so that the sampler's draws (which may
         # share the generator) are the same whatever num_workers and persistent_workers are.
+        # Every sample's generator this epoch derives from it (SampleSeeds, in the workers).
         self.base_seed = _seed.draw_seed(plan.generator)
-        self.seeds = SampleSeeds(self.base_seed)  # every sample's generator this epoch
         self._sampler_iter = iter(plan.index_sampler)
         # Stream batches to load and drop before the first one handed out (resuming).
         self.skip_batches = 0

@@ -2,7 +2,9 @@
 
 A transport (in-process, worker processes, worker threads) turns whatever it receives into
 these events; the Epoch decides what each one means for the order, the position and the
-account of the epoch. None of them carries a pipe, a segment or a thread.
+account of the epoch. None of them carries a pipe, a segment or a thread. They are values,
+never changed after they are made; they are not frozen dataclasses only because one is made
+per batch, and a frozen dataclass costs several times as much to construct.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 from .._ipc import messages
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Assignment:
     """Load the batch at ``indices`` (an index, a list of them, or a stream placeholder) on
     worker ``worker_id``; ``epoch_seed`` seeds every sample's generator (SampleSeeds)."""
@@ -24,7 +26,7 @@ class Assignment:
     epoch_seed: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Loaded:
     """A batch is ready. ``skipped``: the samples skip_errors dropped from it; ``stages``: the
     worker's stage seconds since its last report; ``cpu_s``: its CPU time so far."""
@@ -37,7 +39,7 @@ class Loaded:
     cpu_s: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Emptied:
     """Every sample of the batch was skipped (skip_errors): nothing to hand out."""
 
@@ -46,7 +48,7 @@ class Emptied:
     skipped: tuple[Any, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Failed:
     """Loading the batch raised ``error``; it is raised in the batch's place. A ``fatal``
     failure (the batch arrived but cannot be opened) also ends the epoch."""
@@ -57,7 +59,7 @@ class Failed:
     fatal: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StreamEnded:
     """The worker's IterableDataset stream ended before this task could be filled."""
 
@@ -65,7 +67,7 @@ class StreamEnded:
     worker_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WorkerDied:
     """A worker is gone (every message it sent before dying came first). ``how`` says how it
     ended ("killed by signal SIGKILL", "exit code 1", ...)."""
@@ -100,7 +102,7 @@ def from_reply(message: Any, batch: Any = None) -> Event:
     raise TypeError(f"not a reply to a task: {message!r}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Restart:
     """The Epoch's answer to a death it can absorb: start worker ``worker_id`` again, then
     send it the batches its predecessor held (``Epoch.assignments``)."""

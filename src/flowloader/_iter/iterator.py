@@ -221,11 +221,12 @@ class DataLoaderIterator:
                 if transport.prefetches:
                     transport.send(epoch.assignments())
                 return batch
-            if epoch.idle() and not transport.prefetches:
-                transport.send(epoch.assignments())  # in-process: load on demand
             if epoch.idle():
-                self._end_epoch()
-                raise StopIteration
+                if not transport.prefetches:  # in-process: load on demand
+                    transport.send(epoch.assignments())
+                if epoch.idle():
+                    self._end_epoch()
+                    raise StopIteration
             if not wait:
                 if polled:
                     return _NOT_READY
@@ -241,8 +242,9 @@ class DataLoaderIterator:
     def _receive(self, timeout: float | None) -> None:
         epoch, transport = self._epoch, self._transport
         for event in transport.receive(timeout):
-            if epoch.handle(event) is not None:  # a Restart
-                transport.restart(event.worker_id)
+            restart = epoch.handle(event)
+            if restart is not None:
+                transport.restart(restart.worker_id)
                 transport.send(epoch.assignments(fill=False))
 
     def _end_epoch(self) -> None:

@@ -12,7 +12,7 @@ from .._ipc.batch_codec import decode
 from .._plan import LoadPlan
 from ..errors import SharedMemoryError
 from .events import Assignment, Event, Failed, WorkerDied, from_reply
-from .lifecycle import WorkerGroup
+from .lifecycle import STOP_GRACE_S, WorkerGroup
 
 
 class ProcessTransport:
@@ -77,7 +77,4 @@ class ProcessTransport:
         return None
 
     def shutdown(self, grace_s: float | None = None) -> None:
-        if grace_s is None:
-            self.group.shutdown()
-        else:
-            self.group.shutdown(grace_s)
+        self.group.shutdown(STOP_GRACE_S if grace_s is None else grace_s)
