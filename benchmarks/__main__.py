@@ -59,10 +59,9 @@ NOTES = {
         "`MNIST.__getitems__` gathers a batch with one indexing operation and runs a "
         "batch-capable `Compose` once over it (ToTensor + Normalize as three in-place float32 "
         "passes written straight into shared memory; bit-identical to the per-sample path). "
-        "With worker processes the batches are so cheap (~60 us) that per-batch messaging "
-        "between three processes on two cores decides; thread workers "
-        '(`worker_method="thread"`) hand each batch over as it is, which is what meets the '
-        "30x target with 2 workers."
+        "With workers the batches are so cheap (~60 us) that per-batch handling decides; "
+        'thread workers (`worker_method="thread"`) hand each batch over as it is, and run '
+        "somewhat faster than worker processes here."
     ),
     "imagenet": (
         "flowloader's ImageFolder runs both pipelines through the native JPEG kernel (region "

@@ -12,6 +12,7 @@ from flowloader._worker.buffers import BatchBuffers
 
 def build(buffers: BatchBuffers, value: float) -> tuple[np.ndarray, int]:
     arena = buffers.arena()
+    assert arena is not None
     batch = arena.allocate_or_empty((4, 1000), np.float32)
     batch[:] = value
     buffers.note(arena)
@@ -19,7 +20,7 @@ def build(buffers: BatchBuffers, value: float) -> tuple[np.ndarray, int]:
 
 
 def test_the_first_batch_measures_the_rest_reuse_one_block() -> None:
-    buffers = BatchBuffers()
+    buffers = BatchBuffers(min_bytes=0)
     first, address = build(buffers, 1)
     assert address == 0  # no block yet: the first batch is ordinary memory
     second, address = build(buffers, 2)
@@ -37,7 +38,7 @@ def test_the_first_batch_measures_the_rest_reuse_one_block() -> None:
 
 
 def test_a_view_the_consumer_keeps_keeps_the_block() -> None:
-    buffers = BatchBuffers()
+    buffers = BatchBuffers(min_bytes=0)
     build(buffers, 0)
     batch, address = build(buffers, 5)
     kept = batch[1:2]
@@ -46,3 +47,9 @@ def test_a_view_the_consumer_keeps_keeps_the_block() -> None:
     _, other = build(buffers, 6)
     assert other != address
     assert kept.min() == 5
+
+
+def test_batches_too_small_to_gain_use_ordinary_memory() -> None:
+    buffers = BatchBuffers(min_bytes=1 << 20)
+    build(buffers, 0)  # the first batch (16 KB) is measured
+    assert buffers.arena() is None

@@ -43,10 +43,12 @@ class ThreadWorker(WorkerBody):
         set_thread_worker_info(info)
         self.start()
 
-    def _reserve(self) -> Arena:
+    def _reserve(self) -> Arena | None:
         return self.buffers.arena()
 
     def _fetch(self, task: messages.Task, seeds: SampleSeeds | None, arena: Any) -> Any:
+        if arena is None:  # batches too small to gain from a block
+            return self.fetcher.fetch(task.indices, seeds)
         try:
             return self.fetcher.fetch(task.indices, seeds, arena.allocate_or_empty)
         finally:
