@@ -179,6 +179,7 @@ def epochs_table(measure: Callable[[int, int], dict[str, list[float]]], runs: in
         for side, label in (
             ("flowloader", f"{workers}"),
             ("flowloader threads", f"{workers}, threads"),
+            ("drop-in", f"{workers}, drop-in (flowloader.utils.data)"),
         ):
             if side in results:
                 ours = median(results[side])

@@ -18,7 +18,9 @@ import time
 from .common import alternate_epochs, environment, epochs_table, report, write_json
 
 
-def flowloader_epoch(root: str, workers: int, worker_method: str = "multiprocessing") -> float:
+def flowloader_epoch(
+    root: str, workers: int, worker_method: str = "multiprocessing", dropin: bool = False
+) -> float:
     import flowloader as fl
     from flowloader.vision import datasets, transforms
 
@@ -26,10 +28,21 @@ def flowloader_epoch(root: str, workers: int, worker_method: str = "multiprocess
         [transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))]
     )
     ds = datasets.MNIST(root, train=True, transform=transform)
-    loader = fl.DataLoader(
+    if dropin:  # a ported script's loader: torch's types, tensors from default_collate
+        import flowloader.utils.data
+
+        loader_class = flowloader.utils.data.DataLoader
+    else:
+        loader_class = fl.DataLoader
+    loader = loader_class(
         ds, batch_size=64, shuffle=True, num_workers=workers, worker_method=worker_method
     )
     return _epoch(loader, len(ds))
+
+
+def dropin_epoch(root: str, workers: int) -> float:
+    """The same epoch through flowloader.utils.data.DataLoader (batches are tensors)."""
+    return flowloader_epoch(root, workers, dropin=True)
 
 
 def flowloader_thread_epoch(root: str, workers: int) -> float:
@@ -74,7 +87,7 @@ def ensure_data(root: str = DEFAULT_ROOT) -> str:
 def measure(workers: int, runs: int, root: str = DEFAULT_ROOT) -> dict[str, list[float]]:
     """Each loader's samples/s over ``runs`` interleaved epochs (writes the data once)."""
     ensure_data(root)
-    sides = {"flowloader": flowloader_epoch, "torch": torch_epoch}
+    sides = {"flowloader": flowloader_epoch, "torch": torch_epoch, "drop-in": dropin_epoch}
     if workers:
         sides["flowloader threads"] = flowloader_thread_epoch
     return alternate_epochs(sides, root, workers, runs)
@@ -96,7 +109,7 @@ def main() -> None:
     try:
         import torchvision  # noqa: F401
 
-        sides = {"flowloader": flowloader_epoch, "torch": torch_epoch}
+        sides = {"flowloader": flowloader_epoch, "torch": torch_epoch, "drop-in": dropin_epoch}
     except ImportError:
         print("torchvision is not importable: measuring flowloader alone")
         sides = {"flowloader": flowloader_epoch}

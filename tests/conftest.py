@@ -13,9 +13,16 @@ from flowloader._ipc import shm
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
-# Scripts that test_torchrun.py and test_ported_examples.py launch: not test modules, and
-# they import torch at the top, so --doctest-modules must not import them (torch is optional).
-collect_ignore_glob = ["integration/torchrun_*.py", "integration/ported_*.py"]
+# Scripts that test_torchrun.py, test_ported_examples.py and test_frameworks.py launch: not
+# test modules, and they import torch at the top, so --doctest-modules must not import them
+# (torch is optional). The drop-in's torch modules are skipped likewise (pyproject.toml).
+collect_ignore_glob = [
+    "integration/torchrun_*.py",
+    "integration/ported_*.py",
+    "integration/lightning_*.py",
+    "integration/accelerate_*.py",
+    "integration/framework_*.py",
+]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

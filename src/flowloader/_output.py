@@ -36,9 +36,24 @@ def pins(output: str, pin_memory: bool) -> bool:
     return pin_memory
 
 
-def converter(output: str, pinned: bool) -> Callable[[Any], Any] | None:
-    """A function turning a NumPy batch into the requested output, or None for NumPy."""
+# Collate functions whose batches already are an output's arrays (the PyTorch drop-in's tensor
+# default_collate, for "torch"): the output step would only walk the batch again.
+_FINAL: dict[str, list[Callable[[Any], Any]]] = {"torch": [], "jax": []}
+
+
+def register_final_collate(output: str, collate_fn: Callable[[Any], Any]) -> None:
+    """Declare that ``collate_fn``'s batches need no conversion for ``output``."""
+    _FINAL[output].append(collate_fn)
+
+
+def converter(
+    output: str, pinned: bool, collate_fn: Callable[[Any], Any] | None = None
+) -> Callable[[Any], Any] | None:
+    """A function turning a NumPy batch into the requested output, or None where there is
+    nothing to do (NumPy output, or a collate_fn whose batches are already the output's)."""
     if output == "numpy":
+        return None
+    if not pinned and any(collate_fn is final for final in _FINAL[output]):
         return None
     if output == "jax":
         return lambda batch: _map_arrays(batch, _jax.to_array)

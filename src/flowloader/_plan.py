@@ -25,6 +25,28 @@ from .sampler import BatchSampler, RandomSampler, SequentialSampler, _InfiniteCo
 DEFAULT_PREFETCH_FACTOR = 2
 
 
+def _no_generator() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """What a DataLoader builds where the user passes nothing. ``flowloader.DataLoader`` builds
+    its own samplers and NumPy collation, and leaves ``generator=None`` to NumPy's global RNG;
+    the PyTorch drop-in builds torch's kinds (flowloader.utils.data)."""
+
+    random_sampler: Callable[..., Any] = RandomSampler
+    sequential_sampler: Callable[..., Any] = SequentialSampler
+    batch_sampler: Callable[..., Any] = BatchSampler
+    collate: Callable[[Any], Any] = default_collate
+    convert: Callable[[Any], Any] = default_convert
+    # The loader's generator when none is given (called once per loader).
+    generator: Callable[[], Any] = _no_generator
+
+
+NUMPY_DEFAULTS = Defaults()
+
+
 @dataclass(frozen=True)
 class LoadPlan:
     """Everything a DataLoader iterator needs, validated."""
@@ -72,21 +94,21 @@ def resolve_context(context: Any, num_workers: int) -> multiprocessing.context.B
         return None
     if num_workers == 0:
         raise ValueError(
-            "multiprocessing_context only applies to multi-process loading (num_workers > 0), "
-            f"but got num_workers={num_workers}"
+            "multiprocessing_context can only be used with multi-process loading "
+            f"(num_workers > 0), but got num_workers={num_workers}"
         )
     if isinstance(context, str):
         methods = multiprocessing.get_all_start_methods()
         if context not in methods:
             raise ValueError(
-                f"multiprocessing_context should be a start method in {methods!r}, but got "
-                f"multiprocessing_context={context!r}"
+                f"multiprocessing_context option should specify a valid start method in "
+                f"{methods!r}, but got multiprocessing_context={context!r}"
             )
         return multiprocessing.get_context(context)
     if not isinstance(context, multiprocessing.context.BaseContext):
         raise TypeError(
-            "multiprocessing_context should be a multiprocessing context or a start-method "
-            f"name, but got multiprocessing_context={context!r}"
+            "multiprocessing_context option should be a valid context object or a string "
+            f"specifying the start method, but got multiprocessing_context={context!r}"
         )
     return context
 
@@ -99,11 +121,11 @@ def _check_workers(
         raise TypeError(f"num_workers should be an int, but got num_workers={num_workers!r}")
     if num_workers < 0:
         raise ValueError(
-            "num_workers should be non-negative; use num_workers=0 to load in the main process, "
-            f"but got num_workers={num_workers}"
+            "num_workers option should be non-negative; use num_workers=0 to disable "
+            f"multiprocessing (load in the main process), but got num_workers={num_workers}"
         )
     if timeout < 0:
-        raise ValueError(f"timeout should be non-negative, but got timeout={timeout}")
+        raise ValueError(f"timeout option should be non-negative, but got timeout={timeout}")
     if num_workers == 0 and prefetch_factor is not None:
         raise ValueError(
             "prefetch_factor only applies to multi-process loading: set num_workers > 0, or "
@@ -172,11 +194,12 @@ def _check_iterable_options(shuffle: Any, sampler: Any, batch_sampler: Any) -> N
         )
 
 
-def resolve(arguments: Mapping[str, Any]) -> LoadPlan:
+def resolve(arguments: Mapping[str, Any], defaults: Defaults = NUMPY_DEFAULTS) -> LoadPlan:
     """Validate DataLoader's arguments (PyTorch's rules and order) and build the plan.
 
     ``arguments``: every parameter of ``DataLoader.__init__`` by name, defaults filled in
-    (the signature, with its defaults, is written only there).
+    (the signature, with its defaults, is written only there). ``defaults``: what to build
+    for the arguments left out.
     """
     dataset, batch_size, shuffle = (arguments[k] for k in ("dataset", "batch_size", "shuffle"))
     sampler, batch_sampler = arguments["sampler"], arguments["batch_sampler"]
@@ -204,6 +227,8 @@ def resolve(arguments: Mapping[str, Any]) -> LoadPlan:
     )
     context = resolve_context(multiprocessing_context, num_workers)
     generator = _seed.resolve_generator(generator)
+    if generator is None:
+        generator = defaults.generator()
 
     iterable = is_iterable(dataset)  # torch's IterableDataset too
     if iterable:
@@ -222,21 +247,21 @@ def resolve(arguments: Mapping[str, Any]) -> LoadPlan:
         batch_size, drop_last = None, False
     elif batch_size is None and drop_last:
         raise ValueError(
-            "batch_size=None disables auto-batching and is mutually exclusive with drop_last"
+            "batch_size=None option disables auto-batching and is mutually exclusive with drop_last"
         )
 
     if sampler is None:
         if iterable:
             sampler = _InfiniteConstantSampler()
         elif shuffle:
-            sampler = RandomSampler(dataset, generator=generator)
+            sampler = defaults.random_sampler(dataset, generator=generator)
         else:
-            sampler = SequentialSampler(dataset)
+            sampler = defaults.sequential_sampler(dataset)
     if batch_size is not None and batch_sampler is None:
-        batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        batch_sampler = defaults.batch_sampler(sampler, batch_size, drop_last)
 
     if collate_fn is None:
-        collate_fn = default_collate if batch_sampler is not None else default_convert
+        collate_fn = defaults.collate if batch_sampler is not None else defaults.convert
 
     return LoadPlan(
         dataset=dataset,

@@ -143,7 +143,8 @@ def fetch_many(
     items = call_getitems(getitems, indices, rngs, allocate)
     if len(items) != len(indices):
         raise ValueError(
-            f"{type(dataset).__name__}.__getitems__ returned {len(items)} samples "
+            f"Nested dataset's output size mismatch. Expected {len(indices)}, got "
+            f"{len(items)}: {type(dataset).__name__}.__getitems__ returned {len(items)} samples "
             f"for {len(indices)} indices"
         )
     return items

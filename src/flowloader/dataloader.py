@@ -108,7 +108,7 @@ class DataLoader(Generic[T_co]):
     ) -> None:
         arguments = dict(locals())  # every parameter by name: the signature is written once
         del arguments["self"]
-        plan = _plan.resolve(arguments)
+        plan = _plan.resolve(arguments, self._defaults(output))
         for field, attribute in _PLAN_ATTRIBUTES.items():
             object.__setattr__(self, attribute, getattr(plan, field))
         self._IterableDataset_len_called: int | None = None
@@ -120,6 +120,10 @@ class DataLoader(Generic[T_co]):
         self._ranks_checked = False
         self._initialized = True
         self.check_worker_number_rationality()
+
+    def _defaults(self, output: str) -> _plan.Defaults:
+        """What to build for the arguments left out (the PyTorch drop-in builds torch's)."""
+        return _plan.NUMPY_DEFAULTS
 
     def __setattr__(self, name: str, value: Any) -> None:
         if self._initialized and name in _FROZEN_ATTRIBUTES:
@@ -240,15 +244,23 @@ class DataLoader(Generic[T_co]):
             )
 
     def check_worker_number_rationality(self) -> None:
-        """Warn when more workers are asked for than this process has CPUs."""
+        """Warn when more workers are asked for than this process has CPUs (torch's text)."""
         if not self.num_workers:
             return
         cpus = _plan.usable_cpu_count()
-        if cpus is None or self.num_workers > cpus:
-            kind = "threads" if self.worker_method == "thread" else "processes"
-            warnings.warn(
-                f"This DataLoader will create {self.num_workers} worker {kind}, but this "
-                f"process may use {cpus if cpus is not None else 'an unknown number of'} CPUs; "
-                "more workers than CPUs usually slows loading down. Consider lowering num_workers.",
-                stacklevel=3,
-            )
+        if cpus is not None and self.num_workers <= cpus:
+            return
+        kind = "threads" if self.worker_method == "thread" else "processes"
+        suggested = (
+            f"Our suggested max number of worker in current system is {cpus}, which is smaller "
+            "than what this DataLoader is going to create."
+            if cpus is not None
+            else "The number of CPUs this process may use could not be determined."
+        )
+        warnings.warn(
+            f"This DataLoader will create {self.num_workers} worker {kind} in total. "
+            f"{suggested} Please be aware that excessive worker creation might get DataLoader "
+            "running slow or even freeze, lower the worker number to avoid potential "
+            "slowness/freeze if necessary.",
+            stacklevel=3,
+        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import typing
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
@@ -44,7 +45,9 @@ class Dataset(Generic[T_co]):
         return ConcatDataset([self, other])
 
 
-class IterableDataset(Dataset[T_co], Iterable[T_co]):
+# typing's Iterable (not collections.abc's) as the base, for torch's method resolution order:
+# the drop-in's IterableDataset derives from this class and from torch's.
+class IterableDataset(Dataset[T_co], typing.Iterable[T_co]):
     """A stream of samples: subclasses implement ``__iter__``.
 
     With worker processes, every worker iterates its own copy; shard the stream inside
@@ -95,12 +98,13 @@ class StackDataset(Dataset[Any]):
     def __init__(self, *args: Dataset[Any], **kwargs: Dataset[Any]) -> None:
         if args and kwargs:
             raise ValueError(
-                "StackDataset takes datasets either positionally (tuple samples) or by keyword "
-                "(dict samples), not both"
+                "Supported either ``tuple``- (via ``args``) or ``dict``- (via ``kwargs``) like "
+                "input/output, but both types are given: StackDataset takes datasets either "
+                "positionally (tuple samples) or by keyword (dict samples), not both"
             )
         parts = list(args) or list(kwargs.values())
         if not parts:
-            raise ValueError("StackDataset needs at least one dataset")
+            raise ValueError("At least one dataset should be passed to StackDataset")
         lengths = [len(d) for d in parts]  # type: ignore[arg-type]
         if any(n != lengths[0] for n in lengths):
             raise ValueError(f"Size mismatch between datasets: lengths are {lengths}")
@@ -139,12 +143,12 @@ class ConcatDataset(Dataset[T_co]):
     def __init__(self, datasets: Iterable[Dataset[Any]]) -> None:
         self.datasets = list(datasets)
         if not self.datasets:
-            raise AssertionError("ConcatDataset needs at least one dataset; got an empty iterable")
+            raise AssertionError("datasets should not be an empty iterable (ConcatDataset)")
         for position, d in enumerate(self.datasets):
             if is_iterable(d):
                 raise AssertionError(
-                    f"ConcatDataset takes map-style datasets only; dataset {position} is an "
-                    f"IterableDataset ({type(d).__name__}): use ChainDataset for streams"
+                    f"ConcatDataset does not support IterableDataset: dataset {position} is "
+                    f"one ({type(d).__name__}); use ChainDataset for streams"
                 )
         self.cumulative_sizes = self.cumsum(self.datasets)
 
@@ -181,7 +185,7 @@ class ChainDataset(IterableDataset):
         for d in self.datasets:
             if not is_iterable(d):
                 raise AssertionError(
-                    f"ChainDataset takes IterableDatasets only, but got {type(d).__name__}"
+                    f"ChainDataset only supports IterableDataset, but got {type(d).__name__}"
                 )
             yield d
 
@@ -223,25 +227,39 @@ class Subset(Dataset[T_co]):
         return len(self.indices)
 
 
-def _split_lengths(total: int, lengths: Sequence[int | float]) -> list[int]:
-    """Turn fractions summing to 1 into lengths (floor, then the remainder round-robin)."""
+def split_lengths(total: int, lengths: Sequence[int | float]) -> list[int]:
+    """The size of each split of ``total`` samples: ``lengths`` as sizes summing to ``total``,
+    or fractions summing to 1 (PyTorch's rounding: floor each, then hand out the remainder
+    one by one from the first split)."""
     fractions_sum = sum(lengths)
-    if not (math.isclose(fractions_sum, 1) and fractions_sum <= 1):
-        return [int(n) for n in lengths]
-    counts = []
-    for i, fraction in enumerate(lengths):
-        if not 0 <= fraction <= 1:
-            raise ValueError(f"Fraction at index {i} is {fraction}, not between 0 and 1")
-        counts.append(math.floor(total * fraction))
-    for i in range(total - sum(counts)):
-        counts[i % len(counts)] += 1
-    for i, count in enumerate(counts):
-        if count == 0:
-            warnings.warn(
-                f"Length of split at index {i} is 0; that split is an empty dataset.",
-                stacklevel=3,
-            )
+    if math.isclose(fractions_sum, 1) and fractions_sum <= 1:
+        counts = []
+        for i, fraction in enumerate(lengths):
+            if not 0 <= fraction <= 1:
+                raise ValueError(f"Fraction at index {i} is {fraction}, not between 0 and 1")
+            counts.append(math.floor(total * fraction))
+        for i in range(total - sum(counts)):
+            counts[i % len(counts)] += 1
+        for i, count in enumerate(counts):
+            if count == 0:
+                warnings.warn(
+                    f"Length of split at index {i} is 0; that split is an empty dataset.",
+                    stacklevel=3,
+                )
+    else:
+        counts = [int(n) for n in lengths]
+    if sum(counts) != total:
+        raise ValueError(
+            "Sum of input lengths does not equal the length of the input dataset! "
+            f"({sum(counts)} vs {total})"
+        )
     return counts
+
+
+def cut(order: list[int], counts: list[int]) -> list[list[int]]:
+    """``order`` cut into consecutive pieces of ``counts`` indices."""
+    ends = itertools.accumulate(counts)
+    return [order[end - n : end] for end, n in zip(ends, counts, strict=True)]
 
 
 def random_split(
@@ -254,13 +272,6 @@ def random_split(
     ``generator`` is an int seed, a ``numpy.random.Generator`` or None (NumPy's global RNG).
     """
     total = len(dataset)  # type: ignore[arg-type]
-    counts = _split_lengths(total, lengths)
-    if sum(counts) != total:
-        raise ValueError(
-            f"Sum of input lengths ({sum(counts)}) does not equal the length of the input "
-            f"dataset ({total})"
-        )
+    counts = split_lengths(total, lengths)
     rng = _seed.numpy_rng(_seed.resolve_generator(generator))
-    order = rng.permutation(total).tolist()
-    ends = itertools.accumulate(counts)
-    return [Subset(dataset, order[end - n : end]) for end, n in zip(ends, counts, strict=True)]
+    return [Subset(dataset, part) for part in cut(rng.permutation(total).tolist(), counts)]

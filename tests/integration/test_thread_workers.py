@@ -159,6 +159,7 @@ class Described(fl.Dataset):
     def __getitem__(self, i: int):
         info = fl.get_worker_info()
         assert info.thread_id == threading.get_ident()
+        assert info.worker_method == "thread"
         return np.array([info.id, info.num_workers, info.seed, info.dataset.shard])
 
 

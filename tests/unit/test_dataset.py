@@ -113,7 +113,7 @@ def test_stack_dataset_uses_nested_getitems_and_checks_its_length() -> None:
     ("args", "kwargs", "match"),
     [
         ((Squares(2),), {"b": Squares(2)}, "not both"),
-        ((), {}, "at least one"),
+        ((), {}, "At least one dataset should be passed"),
         ((Squares(2), Squares(3)), {}, r"lengths are \[2, 3\]"),
     ],
 )
@@ -140,7 +140,7 @@ def test_concat_dataset_out_of_range() -> None:
 
 
 def test_concat_dataset_rejects_empty_and_iterable() -> None:
-    with pytest.raises(AssertionError, match="at least one"):
+    with pytest.raises(AssertionError, match="should not be an empty iterable"):
         fl.ConcatDataset([])
     with pytest.raises(AssertionError, match="ChainDataset"):
         fl.ConcatDataset([Squares(2), Count(0, 3)])
@@ -148,9 +148,9 @@ def test_concat_dataset_rejects_empty_and_iterable() -> None:
 
 def test_chain_dataset_rejects_map_style() -> None:
     chained = fl.ChainDataset([Count(0, 2), Squares(2)])
-    with pytest.raises(AssertionError, match="IterableDatasets only"):
+    with pytest.raises(AssertionError, match="ChainDataset only supports IterableDataset"):
         list(chained)
-    with pytest.raises(AssertionError, match="IterableDatasets only"):
+    with pytest.raises(AssertionError, match="ChainDataset only supports IterableDataset"):
         len(chained)
 
 

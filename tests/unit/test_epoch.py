@@ -9,6 +9,7 @@ stays as a long proof (tests/integration/test_crash_matrix.py, -m slow).
 from __future__ import annotations
 
 import collections
+import signal
 from typing import Any
 
 import numpy as np
@@ -98,7 +99,7 @@ class Scripted:
             for task_id in self.lost:
                 del self.pending[task_id]
             self.next_task_at_death = max(a.task_id for a in self.sent) + 1
-            return WorkerDied(number, PID, KILLED)
+            return WorkerDied(number, PID, KILLED, signal.SIGKILL)
         a = self.pending.pop(number)
         if kind == "fail":
             return Failed(number, a.worker_id, ValueError(f"bad batch {list(a.indices)}"))

@@ -12,6 +12,7 @@ import numpy as np
 import flowloader as fl
 from flowloader._ipc import messages, shm
 from flowloader._ipc.batch_codec import SegmentCache, decode
+from flowloader._worker.info import set_worker_info
 from flowloader._worker.loop import WorkerConfig, run_worker
 
 
@@ -50,6 +51,7 @@ def run_in_process(tasks: list) -> list:
     finally:
         for number, handler in handlers.items():
             signal.signal(number, handler)
+        set_worker_info(None)  # the loop made this process a worker; it is the main one again
     replies = []
     while result_reader.poll():
         replies.append(result_reader.recv())

@@ -22,6 +22,11 @@ def imported_torch() -> ModuleType | None:
     return sys.modules.get("torch")
 
 
+def installed() -> bool:
+    """Whether torch can be imported here (without importing it)."""
+    return imported_torch() is not None or importlib.util.find_spec("torch") is not None
+
+
 def require_torch() -> ModuleType:
     """The torch module, imported if needed: for rebuilding tensors a worker sent, which only
     exist when the user's dataset uses torch."""
@@ -135,11 +140,22 @@ def accelerator_available(import_torch: bool = False) -> bool:
     return torch is not None and bool(torch.cuda.is_available())
 
 
+# dtype kinds torch.from_numpy takes: bool, signed and unsigned ints, floats, complex.
+_TENSOR_KINDS = frozenset("biufc")
+
+
 def to_tensor(array: Any) -> Any:
-    """``torch.from_numpy``: the tensor shares the array's memory (no copy)."""
+    """``torch.from_numpy``: the tensor shares the array's memory (no copy). An array torch
+    cannot hold (strings, bytes, a dtype this torch lacks) stays an array, as torch's
+    DataLoader leaves it."""
     torch = imported_torch()
     assert torch is not None
-    return torch.from_numpy(array)
+    if array.dtype.kind not in _TENSOR_KINDS:
+        return array
+    try:
+        return torch.from_numpy(array)
+    except TypeError:
+        return array
 
 
 def pin(tensor: Any) -> Any:

@@ -11,6 +11,7 @@ those rules is tested by feeding it events (tests/unit/test_epoch.py).
 from __future__ import annotations
 
 import collections
+import signal
 import time
 import warnings
 from typing import Any
@@ -28,6 +29,15 @@ _END = object()
 
 def _who(event: WorkerDied) -> str:
     return f"pid {event.pid}" if event.pid is not None else "a thread"
+
+
+def _torch_words(event: WorkerDied) -> str:
+    """torch's own sentence for a dead worker, so that searching the error finds its answers."""
+    if event.pid is not None and event.signal is not None:
+        return f"DataLoader worker (pid {event.pid}) is killed by signal: " + (
+            signal.strsignal(event.signal) or str(event.signal)
+        )
+    return f"DataLoader worker ({_who(event)}) exited unexpectedly"
 
 
 class _Accounted:
@@ -236,9 +246,9 @@ class Epoch:
         elif self.max_restarts:
             hint += f" It was not restarted: max_worker_restarts={self.max_restarts} were used."
         return WorkerCrashedError(
-            f"DataLoader worker {event.worker_id} ({_who(event)}) exited unexpectedly "
-            f"({event.how}) with {len(pending)} batch(es) in flight; their dataset indices: "
-            f"{pending}.{hint}"
+            f"{_torch_words(event)}. DataLoader worker {event.worker_id} ({_who(event)}) exited "
+            f"unexpectedly ({event.how}) with {len(pending)} batch(es) in flight; their dataset "
+            f"indices: {pending}.{hint}"
         )
 
     def timeout_error(self) -> LoaderTimeoutError:
@@ -291,7 +301,9 @@ class Epoch:
         yielded = self.position.batches_yielded
         if self.plan.iterable and reported is not None and yielded > reported:
             hint = (
-                " With workers, each worker must read its own shard (see get_worker_info())."
+                " For multiprocessing data-loading, this could be caused by not properly "
+                "configuring the IterableDataset replica at each worker: each worker must "
+                "read its own shard (see get_worker_info())."
                 if self.plan.num_workers > 0
                 else ""
             )

@@ -70,11 +70,13 @@ class StreamEnded:
 @dataclass(slots=True)
 class WorkerDied:
     """A worker is gone (every message it sent before dying came first). ``how`` says how it
-    ended ("killed by signal SIGKILL", "exit code 1", ...)."""
+    ended ("killed by signal SIGKILL", "exit code 1", ...); ``signal``: the signal number
+    that killed it, if one did."""
 
     worker_id: int
     pid: int | None
     how: str
+    signal: int | None = None
 
 
 Event = Loaded | Emptied | Failed | StreamEnded | WorkerDied

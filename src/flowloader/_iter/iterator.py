@@ -18,6 +18,7 @@ from .. import _output, stats
 from .._plan import LoadPlan
 from .epoch import Epoch
 from .inline import InProcessTransport
+from .lifecycle import WorkerHandle
 from .pinning import PinStage
 from .processes import ProcessTransport
 from .threads import ThreadTransport
@@ -66,7 +67,7 @@ class DataLoaderIterator:
         self._transport = make_transport(plan, self._epoch.base_seed)
         self._finalizer = weakref.finalize(self, self._transport.shutdown)
         pinned = _output.pins(plan.output, plan.pin_memory)
-        self._convert = _output.converter(plan.output, pinned)
+        self._convert = _output.converter(plan.output, pinned, plan.collate_fn)
         if self._convert is not None and pinned and plan.num_workers > 0:
             self._pin_stage = PinStage(self._convert)  # in-process loading pins in line
         self._begin()
@@ -102,6 +103,15 @@ class DataLoaderIterator:
     def position(self) -> Any:
         """The epoch's position (its DataLoader keeps it for ``state_dict()``)."""
         return self._epoch.position
+
+    @property
+    def _workers(self) -> list[Any]:
+        """The worker processes (torch's iterator has them under this name, and its users'
+        tests join them after an epoch); empty for threads and in-process loading."""
+        group = getattr(self._transport, "group", None)
+        if group is None:
+            return []
+        return [WorkerHandle(p, group) for p in group.processes if p is not None]
 
     @property
     def exhausted(self) -> bool:
@@ -216,6 +226,9 @@ class DataLoaderIterator:
             except BaseException:
                 if epoch.broken:
                     self.shutdown(grace_s=0.0)
+                elif transport.prefetches:
+                    # The epoch goes on past a failed batch: its slot is free for the next.
+                    transport.send(epoch.assignments())
                 raise
             if found:
                 if transport.prefetches:

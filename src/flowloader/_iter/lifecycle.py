@@ -52,6 +52,40 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
+class WorkerHandle:
+    """A worker process as torch's iterator lists them (``iterator._workers``): it still
+    answers ``is_alive``, ``join`` and ``exitcode`` after the loader reaped and closed it."""
+
+    def __init__(self, process: Any, group: WorkerGroup) -> None:
+        self._process, self._group = process, group
+
+    def _reaped(self) -> bool:
+        return id(self._process) in self._group.reaped
+
+    @property
+    def pid(self) -> int | None:
+        if self._reaped():
+            return self._group.reaped[id(self._process)][0]
+        return self._process.pid
+
+    def is_alive(self) -> bool:
+        return not self._reaped() and bool(self._process.is_alive())
+
+    def join(self, timeout: float | None = None) -> None:
+        if not self._reaped():
+            self._process.join(timeout)
+
+    def terminate(self) -> None:
+        if not self._reaped():
+            self._process.terminate()
+
+    @property
+    def exitcode(self) -> int | None:
+        if self._reaped():
+            return self._group.reaped[id(self._process)][1]
+        return self._process.exitcode
+
+
 class WorkerGroup:
     """The worker processes of one iterator and the main process's ends of their pipes."""
 
@@ -64,6 +98,8 @@ class WorkerGroup:
         self.dropped: collections.deque[tuple[int, str]] = collections.deque()
         self.pending_releases: dict[int, list[str]] = collections.defaultdict(list)
         self.processes: list[Any] = [None] * plan.num_workers
+        # id(process) -> (pid, exit code) of the processes reaped and closed at shutdown.
+        self.reaped: dict[int, tuple[int | None, int | None]] = {}
         self.task_conns: list[Any] = [None] * plan.num_workers
         self.result_conns: list[Any] = [None] * plan.num_workers
         # Every process a worker id had (restarts add some), each with its own pipes.
@@ -202,9 +238,12 @@ class WorkerGroup:
             return False
         return True
 
-    def exit_description(self, worker_id: int) -> tuple[int | None, str]:
+    def exit_description(self, worker_id: int) -> tuple[int | None, str, int | None]:
+        """(pid, how it ended, the signal that killed it or None)."""
         process = self.processes[worker_id]
-        return process.pid, describe_exit(process.exitcode)
+        exitcode = process.exitcode
+        killed_by = -exitcode if exitcode is not None and exitcode < 0 else None
+        return process.pid, describe_exit(exitcode), killed_by
 
     def shutdown(self, stop_grace_s: float = STOP_GRACE_S) -> None:
         """Stop every worker (Stop -> SIGTERM -> SIGKILL under shared deadlines), close the
@@ -228,8 +267,10 @@ class WorkerGroup:
             if process.is_alive():
                 process.kill()
                 process.join()
+            self.reaped[id(process)] = (process.pid, process.exitcode)
             process.close()
         for process, *conns in self._retired:
+            self.reaped[id(process)] = (process.pid, process.exitcode)
             process.close()
             for conn in conns:
                 conn.close()

@@ -17,6 +17,7 @@ class WorkerInfo:
     worker's own copy of the dataset, which an IterableDataset uses to shard its stream (a
     thread worker's is a shallow copy: its attributes are its own, its arrays shared).
     ``thread_id`` is the worker thread's ``threading.get_ident()`` (None in a process).
+    Read-only (a frozen dataclass, as torch's is).
     """
 
     id: int
@@ -24,6 +25,8 @@ class WorkerInfo:
     seed: int
     dataset: Any
     thread_id: int | None = None
+    # "multiprocessing" or "thread", as torch's WorkerInfo says.
+    worker_method: str = "multiprocessing"
 
 
 _current: WorkerInfo | None = None  # this process's, in a worker process

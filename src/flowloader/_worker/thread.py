@@ -38,7 +38,12 @@ class ThreadWorker(WorkerBody):
         self.buffers = BatchBuffers()
         seed = config.base_seed + config.worker_id
         info = WorkerInfo(
-            config.worker_id, config.num_workers, seed, config.dataset, threading.get_ident()
+            config.worker_id,
+            config.num_workers,
+            seed,
+            config.dataset,
+            thread_id=threading.get_ident(),
+            worker_method="thread",
         )
         set_thread_worker_info(info)
         self.start()
