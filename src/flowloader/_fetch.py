@@ -159,33 +159,11 @@ class IterableFetcher:
             return False, None
 
 
-def _numpy_collate_into(data: Any, allocate: Allocate) -> Any:
-    return collate(data, collate_fn_map=default_collate_fn_map, allocate=allocate)
-
-
-# The collate functions that can stack straight into ``allocate``'s arrays, with the form that
-# does: ``default_collate``, and the PyTorch drop-in's tensor ``default_collate``, which
-# registers itself when imported (see register_allocating_collate).
-_ALLOCATING: list[tuple[Callable[[Any], Any], Callable[[Any, Allocate], Any]]] = [
-    (default_collate, _numpy_collate_into)
-]
-
-
-def register_allocating_collate(
-    collate_fn: Callable[[Any], Any], into: Callable[[Any, Allocate], Any]
-) -> None:
-    """Have the loader call ``into(data, allocate)`` where it would call ``collate_fn(data)``
-    with somewhere to put the batch (a worker's shared memory)."""
-    _ALLOCATING.append((collate_fn, into))
-
-
 def _collate_with(collate_fn: Callable[[Any], Any], data: Any, allocate: Allocate | None) -> Any:
-    """``collate_fn(data)``; a registered collate stacks into ``allocate``'s arrays (a custom
+    """``collate_fn(data)``; ``default_collate`` stacks into ``allocate``'s arrays (a custom
     collate_fn gets the plain call, and its batch is copied where it travels)."""
-    if allocate is not None:
-        for known, into in _ALLOCATING:
-            if collate_fn is known:
-                return into(data, allocate)
+    if allocate is not None and collate_fn is default_collate:
+        return collate(data, collate_fn_map=default_collate_fn_map, allocate=allocate)
     return collate_fn(data)
 
 

@@ -36,24 +36,28 @@ def pins(output: str, pin_memory: bool) -> bool:
     return pin_memory
 
 
-# Collate functions whose batches already are an output's arrays (the PyTorch drop-in's tensor
-# default_collate, for "torch"): the output step would only walk the batch again.
-_FINAL: dict[str, list[Callable[[Any], Any]]] = {"torch": [], "jax": []}
+# Collate functions that are a NumPy collate followed by an output's conversion (the PyTorch
+# drop-in's default_collate is flowloader's, then torch.from_numpy on every array). Where the
+# loader's last step makes that output anyway, the loader runs the NumPy form: inside a worker
+# it stacks straight into shared memory, and the arrays become tensors once, at the consumer.
+_NUMPY_FORMS: dict[tuple[Callable[[Any], Any], str], Callable[[Any], Any]] = {}
 
 
-def register_final_collate(output: str, collate_fn: Callable[[Any], Any]) -> None:
-    """Declare that ``collate_fn``'s batches need no conversion for ``output``."""
-    _FINAL[output].append(collate_fn)
+def register_numpy_form(
+    collate_fn: Callable[[Any], Any], output: str, numpy_form: Callable[[Any], Any]
+) -> None:
+    """Declare that ``collate_fn(batch)`` is ``numpy_form(batch)`` converted to ``output``."""
+    _NUMPY_FORMS[(collate_fn, output)] = numpy_form
 
 
-def converter(
-    output: str, pinned: bool, collate_fn: Callable[[Any], Any] | None = None
-) -> Callable[[Any], Any] | None:
-    """A function turning a NumPy batch into the requested output, or None where there is
-    nothing to do (NumPy output, or a collate_fn whose batches are already the output's)."""
+def collate_to_run(collate_fn: Callable[[Any], Any], output: str) -> Callable[[Any], Any]:
+    """What the loader calls in place of ``collate_fn`` when batches leave as ``output``."""
+    return _NUMPY_FORMS.get((collate_fn, output), collate_fn)
+
+
+def converter(output: str, pinned: bool) -> Callable[[Any], Any] | None:
+    """A function turning a NumPy batch into the requested output, or None for NumPy."""
     if output == "numpy":
-        return None
-    if not pinned and any(collate_fn is final for final in _FINAL[output]):
         return None
     if output == "jax":
         return lambda batch: _map_arrays(batch, _jax.to_array)

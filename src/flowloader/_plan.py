@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _seed
-from ._output import check_output
+from . import _output, _seed
 from ._skip import check_policy
 from .collate import default_collate, default_convert
 from .dataset import is_iterable
@@ -77,6 +76,12 @@ class LoadPlan:
     @property
     def auto_collation(self) -> bool:
         return self.batch_sampler is not None
+
+    @property
+    def collate_to_run(self) -> Callable[[Any], Any]:
+        """What the fetchers call: ``collate_fn``, or its NumPy form where the output step
+        makes the rest (the drop-in's tensor default_collate with output="torch")."""
+        return _output.collate_to_run(self.collate_fn, self.output)
 
     @property
     def index_sampler(self) -> Any:
@@ -217,7 +222,7 @@ def resolve(arguments: Mapping[str, Any], defaults: Defaults = NUMPY_DEFAULTS) -
         arguments["generator"],
     )
     prefetch_factor = _check_workers(num_workers, timeout, prefetch_factor, persistent_workers)
-    check_output(output)
+    _output.check_output(output)
     skip_types = check_policy(skip_errors, max_skipped)
     _check_worker_method(
         arguments["worker_method"],

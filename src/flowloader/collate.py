@@ -118,6 +118,7 @@ def collate_str_fn(batch: list[Any], *, collate_fn_map: Any = None) -> list[Any]
 def collate_tensor_fn(
     batch: list[Any], *, collate_fn_map: Any = None, allocate: Allocate | None = None
 ) -> Any:
+    _torch.check_stackable(batch[0])
     _check_equal_shapes(batch, "tensors")
     return _torch.stack(batch, allocate)
 

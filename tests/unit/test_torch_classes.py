@@ -165,10 +165,54 @@ def test_default_collate_hands_out_tensors_also_inside_a_users_collate_fn(num_wo
     assert fl.default_collate([1, 2]).__class__ is np.ndarray  # the core stays NumPy
 
 
-def test_nested_tensors_are_refused_with_torchs_message() -> None:
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("loader_class", [fud.DataLoader, fl.DataLoader])
+def test_nested_and_sparse_tensors_are_refused_with_torchs_message(loader_class, num_workers):
     nested = [torch.nested.nested_tensor([torch.randn(3)]) for _ in range(2)]
-    with pytest.raises(RuntimeError, match="not currently supported by the default collate_fn"):
-        next(iter(fud.DataLoader(nested, batch_size=2)))
+    sparse = [torch.eye(3).to_sparse() for _ in range(2)]
+    for samples, kind in ((nested, "nested"), (sparse, "sparse")):
+        it = iter(loader_class(samples, batch_size=2, num_workers=num_workers))
+        try:
+            with pytest.raises(
+                RuntimeError, match=f"Batches of {kind} tensors are not currently supported"
+            ):
+                next(it)
+        finally:
+            it.shutdown()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_the_tensor_collate_gives_tensors_whatever_loader_runs_it(num_workers) -> None:
+    data = fud.TensorDataset(np.arange(8).reshape(4, 2))
+    for loader in (
+        fud.DataLoader(data, batch_size=2, num_workers=num_workers),
+        fl.DataLoader(data, batch_size=2, num_workers=num_workers, collate_fn=fud.default_collate),
+        fl.DataLoader(
+            data,
+            batch_size=2,
+            num_workers=num_workers,
+            collate_fn=fud.default_collate,
+            output="torch",
+        ),
+    ):
+        batches = [b for (b,) in loader]
+        assert all(type(b) is torch.Tensor for b in batches)
+        assert torch.equal(torch.cat(batches), torch.arange(8).reshape(4, 2))
+
+
+def test_a_torch_output_runs_the_numpy_form_of_the_tensor_collate() -> None:
+    """Where the output step makes the tensors, the engine collates with NumPy (into a worker's
+    shared memory); users and frameworks still see torch's default_collate."""
+    loader = fud.DataLoader(Squares(4), batch_size=2)
+    assert loader.collate_fn is fud.default_collate
+    assert loader._plan_snapshot().collate_to_run is fl.default_collate
+    unbatched = fud.DataLoader(Squares(4), batch_size=None)
+    assert unbatched.collate_fn is fud.default_convert
+    assert unbatched._plan_snapshot().collate_to_run is fl.default_convert
+    numpy_output = fl.DataLoader(Squares(4), batch_size=2, collate_fn=fud.default_collate)
+    assert numpy_output._plan_snapshot().collate_to_run is fud.default_collate
 
 
 class KilledOnLoad(fud.Dataset):

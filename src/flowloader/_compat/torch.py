@@ -113,6 +113,30 @@ def as_shareable_array(obj: Any) -> np.ndarray | None:
         return None
 
 
+def check_stackable(tensor: Any) -> None:
+    """Refuse, in torch's words, the tensors its default collate cannot stack: nested and
+    sparse ones."""
+    torch = imported_torch()
+    assert torch is not None
+    sparse = {
+        torch.sparse_coo,
+        torch.sparse_csr,
+        torch.sparse_csc,
+        torch.sparse_bsr,
+        torch.sparse_bsc,
+    }
+    if tensor.is_nested:
+        kind = "nested"
+    elif tensor.layout in sparse:
+        kind = "sparse"
+    else:
+        return
+    raise RuntimeError(
+        f"Batches of {kind} tensors are not currently supported by the default collate_fn; "
+        "please provide a custom collate_fn to handle them appropriately."
+    )
+
+
 def stack(tensors: Sequence[Any], allocate: Callable[..., np.ndarray] | None = None) -> Any:
     """``torch.stack`` along a new first dimension; into ``allocate(shape, dtype)``'s array
     (shared memory inside a worker) when the tensors are CPU tensors of one NumPy-compatible

@@ -22,7 +22,7 @@ class InProcessTransport:
             plan.dataset,
             plan.iterable,
             plan.auto_collation,
-            plan.collate_fn,
+            plan.collate_to_run,
             plan.drop_last,
             plan.skip_errors,
         )

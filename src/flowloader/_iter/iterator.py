@@ -67,7 +67,7 @@ class DataLoaderIterator:
         self._transport = make_transport(plan, self._epoch.base_seed)
         self._finalizer = weakref.finalize(self, self._transport.shutdown)
         pinned = _output.pins(plan.output, plan.pin_memory)
-        self._convert = _output.converter(plan.output, pinned, plan.collate_fn)
+        self._convert = _output.converter(plan.output, pinned)
         if self._convert is not None and pinned and plan.num_workers > 0:
             self._pin_stage = PinStage(self._convert)  # in-process loading pins in line
         self._begin()

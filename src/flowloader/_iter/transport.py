@@ -23,7 +23,7 @@ def worker_config(plan: LoadPlan, worker_id: int, base_seed: int, **only: Any) -
         "dataset": plan.dataset,
         "iterable": plan.iterable,
         "auto_collation": plan.auto_collation,
-        "collate_fn": plan.collate_fn,
+        "collate_fn": plan.collate_to_run,
         "drop_last": plan.drop_last,
         "base_seed": base_seed,
         "worker_init_fn": plan.worker_init_fn,
