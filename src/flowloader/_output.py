@@ -60,16 +60,20 @@ def converter(output: str, pinned: bool) -> Callable[[Any], Any] | None:
     if output == "numpy":
         return None
     if output == "jax":
-        return lambda batch: _map_arrays(batch, _jax.to_array)
+        return lambda batch: map_arrays(batch, _jax.to_array)
     if pinned:  # the dataset's own tensors are pinned too, as PyTorch pins every tensor
-        return lambda batch: _map_arrays(batch, _pinned_tensor, tensors=True)
-    return lambda batch: _map_arrays(batch, _torch.to_tensor)
+        return lambda batch: map_arrays(batch, _pinned_tensor, tensors=True)
+    return lambda batch: map_arrays(batch, _torch.to_tensor)
 
 
 def _pinned_tensor(leaf: Any) -> Any:
     return _torch.pin(leaf if _torch.is_tensor(leaf) else _torch.to_tensor(leaf))
 
 
-def _map_arrays(batch: Any, fn: Callable[[Any], Any], *, tensors: bool = False) -> Any:
+def map_arrays(batch: Any, fn: Callable[[Any], Any], *, tensors: bool = False) -> Any:
+    """``batch`` with ``fn`` applied to each array leaf (tensors too, with ``tensors``); a
+    batch without any is returned as it is."""
     structure, arrays = tree.split(batch, tensors=tensors)
+    if not arrays:
+        return batch
     return tree.join(structure, [fn(array) for array in arrays])

@@ -14,18 +14,15 @@ from typing import Any
 
 from flowloader import collate as _collate
 from flowloader._compat import torch as _torch
-from flowloader._ipc import tree
-from flowloader._output import register_numpy_form
+from flowloader._output import map_arrays, register_numpy_form
 
 __all__ = ["default_collate", "default_convert"]
 
 
 def to_tensors(batch: Any) -> Any:
-    """``batch`` with its numeric NumPy arrays as tensors sharing their memory."""
-    structure, arrays = tree.split(batch)
-    if not arrays:
-        return batch
-    return tree.join(structure, [_torch.to_tensor(array) for array in arrays])
+    """``batch`` with its numeric NumPy arrays as tensors sharing their memory: the walk the
+    loader's ``output="torch"`` step makes."""
+    return map_arrays(batch, _torch.to_tensor)
 
 
 def default_collate(batch: list[Any]) -> Any:
