@@ -1,8 +1,9 @@
 """Fetchers: turn what the sampler yields (an index, or a list of indices) into a batch.
 
 Shared by in-process loading and the workers (processes and threads), so every path loads
-identically. ``allocate`` (a worker process's shared memory) reaches the dataset's
-``__getitems__`` and ``default_collate`` as an argument (see :mod:`flowloader.batching`).
+identically. ``allocate`` (where the batch is built: a worker process's shared memory, a
+worker thread's reused block for large batches) reaches the dataset's ``__getitems__`` and
+``default_collate`` as an argument (see :mod:`flowloader.batching`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,17 @@ from .randomness import SampleRngs, SampleSeeds, sample_context
 
 class EmptyBatch(Exception):
     """Every sample of the task was skipped (``skip_errors``): nothing to hand out."""
+
+
+def stop_in_map_style(error: StopIteration) -> RuntimeError:
+    """A map-style dataset raised StopIteration. Raised as it is, it would end the user's
+    ``for`` loop silently, mid-epoch (as PEP 479 says of generators): make it an error."""
+    wrapped = RuntimeError(
+        f"the dataset raised StopIteration ({error!r}) while loading a sample; a map-style "
+        "dataset has a fixed length and raises IndexError (or KeyError) for a missing sample"
+    )
+    wrapped.__cause__ = error
+    return wrapped
 
 
 class MapFetcher:

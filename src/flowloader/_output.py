@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 from ._compat import jax as _jax
 from ._compat import torch as _torch
 from ._ipc import tree
+from ._warn import warn_at_user
 
 OUTPUTS = ("numpy", "torch", "jax")
 
@@ -26,11 +26,10 @@ def pins(output: str, pin_memory: bool) -> bool:
     """Whether batches will be pinned: warns when ``pin_memory=True`` cannot take effect."""
     # Asking for torch output and pinning makes importing torch the user's choice.
     if pin_memory and not (output == "torch" and _torch.accelerator_available(import_torch=True)):
-        warnings.warn(
+        warn_at_user(
             "pin_memory=True has no effect: page-locked memory needs output='torch' and an "
             "accelerator (CUDA); "
-            + ("none is available." if output == "torch" else f"batches are {output} arrays."),
-            stacklevel=6,
+            + ("none is available." if output == "torch" else f"batches are {output} arrays.")
         )
         return False
     return pin_memory

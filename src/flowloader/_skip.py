@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import math
 import os
-import sys
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from ._warn import warn_at_user
 from .errors import SkippedSampleWarning, TooManySkippedError
 
 # Skips warned about one by one; after that, one summary warning every SUMMARY_EVERY skips.
@@ -103,11 +102,12 @@ class SkipLedger:
             self.skipped.append(record)
             count = len(self.skipped)
             if count <= WARN_INDIVIDUALLY:
-                _warn(f"DataLoader skipped {record.describe()}")
+                warn_at_user(f"DataLoader skipped {record.describe()}", SkippedSampleWarning)
             elif count % SUMMARY_EVERY == 0:
-                _warn(
+                warn_at_user(
                     f"DataLoader has skipped {count} samples of {self.seen} this epoch; the "
-                    f"latest: {record.describe()} (iterator.stats().skipped lists them all)"
+                    f"latest: {record.describe()} (iterator.stats().skipped lists them all)",
+                    SkippedSampleWarning,
                 )
         if skipped and len(self.skipped) > self.budget():
             listed = "; ".join(r.describe() for r in self.skipped[:LISTED])
@@ -125,13 +125,3 @@ class SkipLedger:
         if isinstance(self.max_skipped, float):
             return math.ceil(self.max_skipped * self.seen)
         return self.max_skipped
-
-
-def _warn(message: str) -> None:
-    """Warn at the user's line: the first frame outside the flowloader package."""
-    package = os.path.dirname(os.path.abspath(__file__))
-    frame: Any = sys._getframe(1)
-    level = 2
-    while frame is not None and frame.f_code.co_filename.startswith(package):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, SkippedSampleWarning, stacklevel=level)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from . import _plan, _state
 from ._iter.iterator import DataLoaderIterator
+from ._warn import warn_at_user
 from .dataset import Dataset
 from .distributed import duplicated_across_ranks
 
@@ -234,13 +234,12 @@ class DataLoader(Generic[T_co]):
             None if self._iterable else duplicated_across_ranks(self.sampler, self.batch_sampler)
         )
         if world is not None:
-            warnings.warn(
+            warn_at_user(
                 f"torch.distributed runs {world} processes, but this DataLoader's sampler "
                 f"({type(self.sampler).__name__}) gives every rank the whole dataset, so each "
                 "rank will load the same samples. Pass sampler=DistributedSampler(dataset) "
                 "(and call sampler.set_epoch(epoch) every epoch), or use a sampler that splits "
-                "the data by rank (give it a true splits_by_rank attribute).",
-                stacklevel=3,
+                "the data by rank (give it a true splits_by_rank attribute)."
             )
 
     def check_worker_number_rationality(self) -> None:
@@ -257,10 +256,9 @@ class DataLoader(Generic[T_co]):
             if cpus is not None
             else "The number of CPUs this process may use could not be determined."
         )
-        warnings.warn(
+        warn_at_user(
             f"This DataLoader will create {self.num_workers} worker {kind} in total. "
             f"{suggested} Please be aware that excessive worker creation might get DataLoader "
             "running slow or even freeze, lower the worker number to avoid potential "
-            "slowness/freeze if necessary.",
-            stacklevel=3,
+            "slowness/freeze if necessary."
         )

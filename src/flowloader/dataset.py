@@ -6,12 +6,12 @@ import bisect
 import itertools
 import math
 import typing
-import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from . import _seed
 from ._compat import torch as _torch
+from ._warn import warn_at_user
 from .batching import Allocate, fetch_many, load_one_by_one, overrides_getitem
 from .randomness import SampleRngs
 
@@ -242,10 +242,7 @@ def split_lengths(total: int, lengths: Sequence[int | float]) -> list[int]:
             counts[i % len(counts)] += 1
         for i, count in enumerate(counts):
             if count == 0:
-                warnings.warn(
-                    f"Length of split at index {i} is 0; that split is an empty dataset.",
-                    stacklevel=3,
-                )
+                warn_at_user(f"Length of split at index {i} is 0; that split is an empty dataset.")
     else:
         counts = [int(n) for n in lengths]
     if sum(counts) != total:

@@ -4,13 +4,12 @@ process, no /dev/shm segment of this process and no extra file descriptor behind
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
-import time
+from typing import Any
 
 import pytest
 
-from flowloader._ipc import shm
+from .. import leak_guard
 
 
 def open_fds() -> set[int]:
@@ -31,26 +30,18 @@ def multiprocessing_singleton_fds() -> set[int]:
     return {fd for fd in candidates if isinstance(fd, int)}
 
 
-def leftovers(fds_before: set[int]) -> tuple[list, list, set]:
-    gc.collect()
-    children = [p for p in multiprocessing.active_children() if p.name.startswith("flowloader")]
-    segments = shm.list_segments(shm.process_prefix())
-    fds = open_fds() - fds_before - multiprocessing_singleton_fds()
-    return children, segments, fds
+def leftovers(fds_before: set[int]) -> dict[str, Any]:
+    found = leak_guard.workers_and_segments()
+    found["file descriptors left open"] = sorted(
+        open_fds() - fds_before - multiprocessing_singleton_fds()
+    )
+    return found
 
 
 @pytest.fixture(autouse=True)
-def no_leaks():
+def no_leaks(request: pytest.FixtureRequest):
     """Fail a test that leaves workers, shared-memory segments or descriptors behind."""
     gc.collect()
     before = open_fds()
     yield
-    deadline = time.monotonic() + 5
-    while True:
-        children, segments, fds = leftovers(before)
-        if not (children or segments or fds) or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert not children, f"worker processes left running: {children}"
-    assert not segments, f"shared-memory segments left in {shm.shm_dir()}: {segments}"
-    assert not fds, f"file descriptors left open: {sorted(fds)}"
+    leak_guard.check_nothing_left(request.node.nodeid, lambda: leftovers(before))

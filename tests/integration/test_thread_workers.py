@@ -242,3 +242,34 @@ def test_thread_workers_refuse_a_multiprocessing_context() -> None:
         )
     with pytest.raises(ValueError, match="worker_method should be one of"):
         fl.DataLoader(Arrays(), num_workers=2, worker_method="threads")
+
+
+class CountsLoads(fl.Dataset):
+    """Each load takes ``delay_s`` and is counted (each thread's shallow copy of the dataset
+    shares the list)."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s, self.loads = delay_s, []
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> int:
+        time.sleep(self.delay_s)
+        self.loads.append(i)
+        return i
+
+
+@pytest.mark.timeout(60)
+def test_a_break_stops_the_threads_without_loading_what_was_prefetched() -> None:
+    dataset = CountsLoads(delay_s=0.2)
+    loader = fl.DataLoader(
+        dataset, batch_size=1, num_workers=2, worker_method="thread", prefetch_factor=8
+    )
+    for _ in loader:
+        loaded_at_break = len(dataset.loads)
+        break  # 16 batches were queued; at most the 2 being loaded may still finish
+    deadline = time.monotonic() + 5
+    while worker_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(dataset.loads) <= loaded_at_break + 2

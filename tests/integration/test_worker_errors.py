@@ -3,6 +3,8 @@ worker's traceback; the loader can go on after them, as PyTorch's does."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -103,8 +105,75 @@ def test_a_corrupt_image_in_a_batch_written_into_shared_memory(tmp_path) -> None
     ds = datasets.ImageFolder(str(tmp_path), transform=transform)
     iterator = iter(fl.DataLoader(ds, batch_size=4, num_workers=2))
     assert next(iterator)[0].shape == (4, 3, 24, 24)
-    with pytest.raises(OSError, match=rf"cannot load sample 5 from .*{files[5].name}"):
+    with pytest.raises(OSError, match=rf"cannot load sample 5 from .*{files[5].name}") as caught:
         next(iterator)
+    first_line = str(caught.value).splitlines()[0]
+    assert "DataLoader worker 1" in first_line
+    assert f"cannot load sample 5 from {files[5]}" in first_line  # not only at the bottom
     images, labels = next(iterator)
     assert labels.tolist() == [0, 0, 0, 0]
     np.testing.assert_array_equal(images[1], ds[9][0])
+
+
+def collect(loader: fl.DataLoader, into: list, keep) -> None:
+    """Append ``keep(batch)`` for each batch to ``into`` (kept if loading raises)."""
+    for batch in loader:
+        into.append(keep(batch))
+
+
+class StopsAt(fl.Dataset):
+    """A map-style dataset whose sample 5 raises StopIteration (a bug in user code)."""
+
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, i: int) -> int:
+        if i == 5:
+            raise StopIteration
+        return i
+
+
+@pytest.mark.parametrize(
+    ("workers", "worker_method"), [(0, "multiprocessing"), (2, "multiprocessing"), (2, "thread")]
+)
+def test_stop_iteration_in_a_map_style_dataset_is_an_error_not_a_short_epoch(
+    workers: int, worker_method: str
+) -> None:
+    loader = fl.DataLoader(
+        StopsAt(), batch_size=2, num_workers=workers, worker_method=worker_method
+    )
+    delivered: list = []
+    with pytest.raises(RuntimeError, match="raised StopIteration"):
+        collect(loader, delivered, lambda batch: batch.tolist())
+    assert delivered == [[0, 1], [2, 3]]
+
+
+class Unreadable:
+    """Pickles in the worker, but cannot be rebuilt in the main process."""
+
+    def __reduce__(self):
+        return (_refuse_in_main, (os.getpid(),))
+
+
+def _refuse_in_main(pid: int) -> Unreadable:
+    if os.getpid() != pid:
+        raise AttributeError("no such class here")
+    return Unreadable()
+
+
+class OneUnreadable(fl.Dataset):
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int):
+        return (i, Unreadable()) if i == 2 else (i,)
+
+
+@pytest.mark.timeout(60)
+def test_a_reply_the_main_process_cannot_read_fails_its_batches_instead_of_hanging() -> None:
+    loader = fl.DataLoader(OneUnreadable(), batch_size=2, num_workers=2, collate_fn=list)
+    delivered: list = []
+    with pytest.raises(fl.errors.WorkerCrashedError, match="could not be read") as caught:
+        collect(loader, delivered, lambda batch: [sample[0] for sample in batch])
+    assert delivered == [[0, 1]]
+    assert "[2, 3]" in str(caught.value)

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
+import warnings
 
 import numpy as np
 import pytest
 
 import flowloader as fl
+from flowloader._iter.lifecycle import WorkerGroup
 from flowloader.errors import WorkerCrashedError
 
 from .datasets import Arrays
@@ -125,3 +127,102 @@ def test_max_worker_restarts_is_checked() -> None:
         fl.DataLoader(Arrays(), num_workers=1, max_worker_restarts=-1)
     with pytest.raises(TypeError, match="should be an int"):
         fl.DataLoader(Arrays(), num_workers=1, max_worker_restarts=1.5)
+
+
+def mapped_segments(prefix: str) -> set[str]:
+    """The names of this process's memory mappings of segments starting with ``prefix``."""
+    with open("/proc/self/maps") as maps:
+        return {
+            os.path.basename(line.split()[-1])
+            if line.split()[-1] != "(deleted)"
+            else os.path.basename(line.split()[-2])
+            for line in maps
+            if prefix in line
+        }
+
+
+def open_fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def descriptors_held_after_one_epoch(tmp_path, deaths: tuple[int, ...]):
+    """(descriptors the loader holds after an epoch, its iterator) with persistent workers."""
+    tmp_path.mkdir()
+    before = open_fd_count()
+    loader = fl.DataLoader(
+        DiesOnce(str(tmp_path), deaths, n=48),
+        batch_size=4,
+        num_workers=2,
+        max_worker_restarts=3,
+        persistent_workers=True,
+    )
+    iterator = iter(loader)
+    assert np.concatenate(list(iterator)).tolist() == list(range(48))
+    return open_fd_count() - before, iterator
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps")
+@pytest.mark.timeout(90)
+def test_a_restart_releases_the_dead_worker_s_mappings_and_descriptors_at_once(tmp_path) -> None:
+    """With persistent workers the loader lives on: what a dead worker cost this process
+    (its segments' mappings, its pipes, its process) must go with it, not at shutdown."""
+    held_without_deaths, calm = descriptors_held_after_one_epoch(tmp_path / "calm", ())
+    calm.shutdown()
+    with pytest.warns(RuntimeWarning, match="restarting it"):
+        # samples 13, 29 and 45 are in batches 3, 7 and 11: worker 1's, three times
+        held, iterator = descriptors_held_after_one_epoch(tmp_path / "deaths", (13, 29, 45))
+    group = iterator._transport.group
+    assert group._starts[1] == 3
+    assert held == held_without_deaths
+    for start in range(3):
+        prefix = f"{group.prefix}w1s{start}_"
+        assert not mapped_segments(prefix), f"a dead worker's segments are still mapped: {prefix}"
+    iterator.shutdown()
+
+
+@pytest.mark.timeout(60)
+def test_a_replacement_that_cannot_start_ends_the_epoch_with_the_crash(
+    tmp_path, monkeypatch
+) -> None:
+    loader = fl.DataLoader(
+        DiesOnce(str(tmp_path), (5,)), batch_size=4, num_workers=2, max_worker_restarts=2
+    )
+    iterator = iter(loader)  # both workers started; from now on, starting one fails
+
+    def fork_fails(self, worker_id: int) -> None:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(WorkerGroup, "_start_worker", fork_fails)
+    delivered: list = []
+    with pytest.raises(WorkerCrashedError, match="Starting a new worker failed") as caught:
+        collect(iterator, into=delivered)
+    assert isinstance(caught.value.__cause__, BlockingIOError)
+    assert delivered == [0, 1, 2, 3]  # everything before the dead worker's first batch
+
+
+@pytest.mark.timeout(60)
+def test_a_restart_warning_raised_as_an_error_loses_no_batch(tmp_path) -> None:
+    loader = fl.DataLoader(
+        DiesOnce(str(tmp_path), (5,)), batch_size=4, num_workers=2, max_worker_restarts=1
+    )
+    iterator = iter(loader)
+    delivered: list = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning, match="restarting it") as caught:
+            collect(iterator, into=delivered)
+        collect(iterator, into=delivered)
+    assert delivered == list(range(48))
+    assert "worker 1" in str(caught.value)
+
+
+def test_a_restart_warning_points_at_the_user_s_line(tmp_path) -> None:
+    loader = fl.DataLoader(
+        DiesOnce(str(tmp_path), (5,)), batch_size=4, num_workers=2, max_worker_restarts=1
+    )
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        for _ in loader:
+            pass
+    [restart] = [w for w in warned if "restarting it" in str(w.message)]
+    assert restart.filename == __file__

@@ -64,7 +64,7 @@ def test_torch_is_seeded_per_worker_when_imported() -> None:
 def test_pool_of_segments_stays_bounded_when_batches_are_dropped() -> None:
     loader = fl.DataLoader(Arrays(800), batch_size=4, num_workers=2)
     iterator = iter(loader)
-    cache = iterator._transport.group.cache  # the main process's mapping of every worker segment
+    cache = iterator._transport.ledger.cache  # the main process's mapping of every worker segment
     live, created = [], set()
     for i, _ in enumerate(iterator):
         if i % 10 == 9:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import signal
+import warnings
 from typing import Any
 
 import numpy as np
@@ -65,6 +66,7 @@ class Scripted:
         self.stalled = False
         self.lost: list[int] = []
         self.next_task_at_death = -1
+        self.restart_error: BaseException | None = None  # what restart() raises, if anything
 
     def __call__(self, plan: Any, base_seed: int) -> Scripted:
         return self
@@ -110,6 +112,8 @@ class Scripted:
         return StreamEnded(number, a.worker_id)
 
     def restart(self, worker_id: int) -> None:
+        if self.restart_error is not None:
+            raise self.restart_error
         self.restarted.append(worker_id)
 
     def new_epoch(self) -> None:
@@ -177,8 +181,12 @@ def test_a_death_surfaces_after_every_batch_before_its_first_lost_one(
     first_lost = lost[0] if lost else transport.next_task_at_death
     assert delivered == batches(24)[:first_lost]
     message = str(caught.value)
-    assert f"DataLoader worker {dying} (pid {PID}) exited unexpectedly ({KILLED})" in message
-    assert f"with {len(lost)} batch(es) in flight" in message
+    assert message.startswith(f"DataLoader worker (pid {PID}) is killed by signal: Killed. ")
+    assert (
+        f"DataLoader worker {dying} (pid {PID}) had {len(lost)} batch(es) in flight when it "
+        f"ended ({KILLED})"
+    ) in message
+    assert message.count("unexpectedly") + message.count("killed by") == 2
     if lost:
         assert str(batches(24)[lost[0]]) in message
     assert transport.closed
@@ -266,3 +274,40 @@ def test_resuming_passes_over_what_was_delivered_without_loading_it() -> None:
     assert drain(resumed) == rest
     assert len(transport.sent) == len(rest)  # the two delivered batches were never sent
     assert sorted(np.concatenate(head + rest).tolist()) == list(range(12))
+
+
+def test_a_restart_that_fails_makes_the_death_a_crash_in_its_place() -> None:
+    transport = Scripted([[0], [("die", 1)]])
+    transport.restart_error = OSError(11, "Resource temporarily unavailable")
+    iterator = run(transport, max_worker_restarts=2)
+    delivered: list = []
+    with pytest.raises(WorkerCrashedError, match="Starting a new worker failed") as caught:
+        drain(iterator, into=delivered)
+    assert caught.value.__cause__ is transport.restart_error
+    assert delivered == batches()[: transport.lost[0]]
+    assert transport.closed
+    assert iterator.stats().worker_restarts == 0
+
+
+def test_a_restart_warning_raised_as_an_error_loses_nothing() -> None:
+    """Under -W error the warning escapes next(); the restart has happened and the batches
+    it re-sent, and every other event of the same wait, still come, each once, in order."""
+    transport = Scripted([[("die", 1), 0, 2]])
+    iterator = run(transport, max_worker_restarts=1)
+    delivered: list = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeWarning, match="restarting it"):
+            drain(iterator, into=delivered)
+        drain(iterator, into=delivered)
+    assert delivered == batches()
+    assert transport.restarted == [1]
+
+
+def test_a_result_and_its_worker_s_death_in_the_same_wait_deliver_it_once() -> None:
+    transport = Scripted([[1, ("die", 1)]])
+    iterator = run(transport, max_worker_restarts=1)
+    with pytest.warns(RuntimeWarning, match="restarting it"):
+        assert drain(iterator) == batches()
+    resent = [a.task_id for a in transport.sent].count(1)
+    assert resent == 1  # task 1 arrived before the death: it is not loaded again

@@ -106,6 +106,9 @@ class SegmentCache:
     def __len__(self) -> int:
         return len(self._segments)
 
+    def names(self) -> list[str]:
+        return list(self._segments)
+
     def forget(self, names: tuple[str, ...]) -> None:
         for name in names:
             segment = self._segments.pop(name, None)

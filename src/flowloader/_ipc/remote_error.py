@@ -31,6 +31,7 @@ class RemoteError:
     pid: int
     indices: Any
     where: str
+    summary: str = ""  # the error's own first line, which names the sample and file where known
 
     @classmethod
     def capture(
@@ -50,12 +51,16 @@ class RemoteError:
             pid=pid,
             indices=indices,
             where=where,
+            summary=_first_line(error),
         )
 
     def message(self) -> str:
+        """The first line says what failed (the error's own first line: the sample and its
+        file, where the dataset names them) before the batch's indices and the traceback."""
+        summary = f": {self.summary}" if self.summary else ""
         return (
             f"Caught {self.type_name} in DataLoader worker {self.worker_id} (pid {self.pid}) "
-            f"{self.where}, dataset indices {_describe_indices(self.indices)}.\n"
+            f"{self.where}{summary}; dataset indices {_describe_indices(self.indices)}.\n"
             f"Original {self.traceback_text}"
         )
 
@@ -81,6 +86,15 @@ def _load_type(type_pickle: bytes | None) -> type | None:
     except Exception:
         return None
     return loaded if isinstance(loaded, type) and issubclass(loaded, BaseException) else None
+
+
+def _first_line(error: BaseException, limit: int = 500) -> str:
+    try:
+        lines = str(error).strip().splitlines()
+    except Exception:
+        return ""
+    first = lines[0] if lines else ""
+    return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
 def _describe_indices(indices: Any) -> str:

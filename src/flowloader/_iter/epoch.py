@@ -13,12 +13,12 @@ from __future__ import annotations
 import collections
 import signal
 import time
-import warnings
 from typing import Any
 
 from .. import _seed, _state, stats
 from .._plan import LoadPlan
 from .._skip import SkipLedger
+from .._warn import warn_at_user
 from ..errors import LoaderTimeoutError, WorkerCrashedError
 from .dispatcher import Dispatcher
 from .events import Assignment, Emptied, Event, Failed, Loaded, Restart, StreamEnded, WorkerDied
@@ -205,49 +205,64 @@ class Epoch:
         return None
 
     def _worker_died(self, event: WorkerDied) -> Restart | None:
-        """Restart the worker if the budget allows and its batches can be run again (a
-        stream's cannot: its position died with it). Otherwise its death takes the place of
-        the first batch it lost (or of the next batch to be handed out, if it held none), so
-        that every batch before it in sampler order, other workers' included, comes first."""
-        restartable = not self.plan.iterable and self.restarts < self.max_restarts
-        if restartable:
-            lost = self._dispatcher.requeue(event.worker_id)
-            self.restarts += 1
-            self.stats.worker_restarts = self.restarts
-            self._retries.extend(
-                Assignment(event.worker_id, task_id, indices, self.base_seed)
-                for task_id, indices in lost
-            )
-            warnings.warn(
-                f"DataLoader worker {event.worker_id} ({_who(event)}) exited unexpectedly "
-                f"({event.how}); restarting it (restart {self.restarts} of "
-                f"max_worker_restarts={self.max_restarts} this epoch) and loading its "
-                f"{len(lost)} batch(es) in flight again, dataset indices: "
-                f"{[indices for _, indices in lost]}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return Restart(event.worker_id)
-        error = self._crash_error(event)
-        lost_ids = self._dispatcher.abandon(event.worker_id)
-        place = lost_ids[0] if lost_ids else self._dispatcher.next_task_id
-        self._reorder.add(place, _Raise(error, fatal=True))
+        """Ask for a restart if the budget allows and the worker's batches can be run again
+        (a stream's cannot: its position died with it); otherwise place the crash error."""
+        if not self.plan.iterable and self.restarts < self.max_restarts:
+            return Restart(event)
+        self._place_crash(event.worker_id, self._crash_error(event))
         return None
 
-    def _crash_error(self, event: WorkerDied) -> WorkerCrashedError:
+    def restarted(self, event: WorkerDied) -> str:
+        """The transport replaced the dead worker: its batches in flight are sent to the new
+        one under their old task ids (``assignments``). Returns the warning to give the user.
+
+        Nothing changes before the transport has succeeded, so a restart that fails (or a
+        warning raised as an error) never leaves batches assigned to a dead worker."""
+        lost = self._dispatcher.requeue(event.worker_id)
+        self.restarts += 1
+        self.stats.worker_restarts = self.restarts
+        self._retries.extend(
+            Assignment(event.worker_id, task_id, indices, self.base_seed)
+            for task_id, indices in lost
+        )
+        return (
+            f"DataLoader worker {event.worker_id} ({_who(event)}) exited unexpectedly "
+            f"({event.how}); restarting it (restart {self.restarts} of "
+            f"max_worker_restarts={self.max_restarts} this epoch) and loading its "
+            f"{len(lost)} batch(es) in flight again, dataset indices: "
+            f"{[indices for _, indices in lost]}"
+        )
+
+    def restart_failed(self, event: WorkerDied, cause: BaseException) -> None:
+        """Starting the replacement raised ``cause``: the death stands as a crash."""
+        error = self._crash_error(event, f" Starting a new worker failed: {cause!r}.")
+        error.__cause__ = cause
+        self._place_crash(event.worker_id, error)
+
+    def _place_crash(self, worker_id: int, error: WorkerCrashedError) -> None:
+        """The crash takes the place of the dead worker's first lost batch (or of the next
+        batch to be handed out, if it held none), so that every batch before it in sampler
+        order, other workers' included, comes first; nothing after it is handed out."""
+        lost_ids = self._dispatcher.abandon(worker_id)
+        place = lost_ids[0] if lost_ids else self._dispatcher.next_task_id
+        self._reorder.add(place, _Raise(error, fatal=True))
+
+    def _crash_error(self, event: WorkerDied, why_not_restarted: str = "") -> WorkerCrashedError:
         pending = self._dispatcher.pending(event.worker_id)
         hint = ""
-        if "SIGBUS" in event.how:
+        if event.signal == signal.SIGBUS:
             hint = " A bus error usually means shared memory (/dev/shm) ran out."
-        elif "SIGKILL" in event.how:
+        elif event.signal == signal.SIGKILL:
             hint = " SIGKILL often comes from the kernel's out-of-memory killer."
-        if self.max_restarts and self.plan.iterable:
+        if why_not_restarted:
+            hint += why_not_restarted
+        elif self.max_restarts and self.plan.iterable:
             hint += " An IterableDataset's worker is not restarted: its stream's place is lost."
         elif self.max_restarts:
             hint += f" It was not restarted: max_worker_restarts={self.max_restarts} were used."
         return WorkerCrashedError(
-            f"{_torch_words(event)}. DataLoader worker {event.worker_id} ({_who(event)}) exited "
-            f"unexpectedly ({event.how}) with {len(pending)} batch(es) in flight; their dataset "
+            f"{_torch_words(event)}. DataLoader worker {event.worker_id} ({_who(event)}) had "
+            f"{len(pending)} batch(es) in flight when it ended ({event.how}); their dataset "
             f"indices: {pending}.{hint}"
         )
 
@@ -275,7 +290,14 @@ class Epoch:
                 return True, item.batch
             if type(item) is _Raise:
                 self.broken = self.broken or item.fatal
-                raise item.error
+                error, item = item.error, None
+                try:
+                    raise error
+                finally:
+                    # No local may hold the error: its traceback holds this frame, and the
+                    # frames above hold the iterator, whose workers would then live on in a
+                    # reference cycle until the garbage collector happened to run.
+                    del error
             return True, item
 
     def _account(self, item: _Accounted) -> bool:
@@ -307,11 +329,10 @@ class Epoch:
                 if self.plan.num_workers > 0
                 else ""
             )
-            warnings.warn(
+            warn_at_user(
                 f"Length of IterableDataset {self.plan.dataset!r} was reported to be "
                 f"{reported} (when accessing len(dataloader)), but {yielded} "
-                f"samples have been fetched.{hint}",
-                stacklevel=4,
+                f"samples have been fetched.{hint}"
             )
 
     def discard(self) -> None:

@@ -5,6 +5,16 @@ these events; the Epoch decides what each one means for the order, the position 
 account of the epoch. None of them carries a pipe, a segment or a thread. They are values,
 never changed after they are made; they are not frozen dataclasses only because one is made
 per batch, and a frozen dataclass costs several times as much to construct.
+
+Workers answer tasks with the messages of ``_ipc.messages`` (what crosses a pipe or a
+queue); each reply becomes one event here (``from_reply``), which carries the batch as the
+transport opened it (views of shared memory, or the object itself):
+
+    messages.Result -> Loaded    messages.Failure -> Failed (the error rebuilt)
+    messages.Empty  -> Emptied   messages.StreamEnd -> StreamEnded
+
+WorkerDied has no message: the transport sees the death (a process's sentinel, a thread's
+last word).
 """
 
 from __future__ import annotations
@@ -106,7 +116,12 @@ def from_reply(message: Any, batch: Any = None) -> Event:
 
 @dataclass(slots=True)
 class Restart:
-    """The Epoch's answer to a death it can absorb: start worker ``worker_id`` again, then
-    send it the batches its predecessor held (``Epoch.assignments``)."""
+    """The Epoch's answer to a death it can absorb: start the dead worker again. Once that
+    succeeded, ``Epoch.restarted`` sends it the batches its predecessor held; if it failed,
+    ``Epoch.restart_failed`` makes the death a crash."""
 
-    worker_id: int
+    death: WorkerDied
+
+    @property
+    def worker_id(self) -> int:
+        return self.death.worker_id

@@ -1,7 +1,7 @@
 """DataLoaderIterator: one pass over a DataLoader's data, an Epoch driven through a transport.
 
 The Epoch (epoch.py) decides what to load, in which order batches come out, and what every
-event means; the transport (inline.py, processes.py, threads.py) moves assignments out and
+event means; the transport (in_process.py, processes.py, threads.py) moves assignments out and
 events back. This class only connects them: it waits (within ``timeout``), hands batches
 out (pinned by a background thread where asked), and stops the transport when the epoch
 ends or breaks. See docs/design/epoch.md.
@@ -9,6 +9,7 @@ ends or breaks. See docs/design/epoch.md.
 
 from __future__ import annotations
 
+import os
 import time
 import weakref
 from collections.abc import Callable
@@ -16,8 +17,9 @@ from typing import Any
 
 from .. import _output, stats
 from .._plan import LoadPlan
+from .._warn import warn_at_user
 from .epoch import Epoch
-from .inline import InProcessTransport
+from .in_process import InProcessTransport
 from .lifecycle import WorkerHandle
 from .pinning import PinStage
 from .processes import ProcessTransport
@@ -27,6 +29,14 @@ from .transport import Transport
 __all__ = ["DataLoaderIterator"]
 
 _NOT_READY = object()
+
+
+def _shutdown_in_owner(owner_pid: int, shutdown: Callable[[], None]) -> None:
+    """The finalizer's body. A forked worker inherits its parent's heap, garbage included;
+    when the child's collector frees an iterator of the parent, stopping the parent's workers
+    from there must not happen (pipes it shares with them, processes it did not start)."""
+    if os.getpid() == owner_pid:
+        shutdown()
 
 
 def default_transport(plan: LoadPlan, base_seed: int) -> Transport:
@@ -65,7 +75,9 @@ class DataLoaderIterator:
         self._pin_stage: PinStage | None = None
         self._epoch = self._new_epoch(plan, length_hint, epoch, resume)
         self._transport = make_transport(plan, self._epoch.base_seed)
-        self._finalizer = weakref.finalize(self, self._transport.shutdown)
+        self._finalizer = weakref.finalize(
+            self, _shutdown_in_owner, os.getpid(), self._transport.shutdown
+        )
         pinned = _output.pins(plan.output, plan.pin_memory)
         self._convert = _output.converter(plan.output, pinned)
         if self._convert is not None and pinned and plan.num_workers > 0:
@@ -254,11 +266,20 @@ class DataLoaderIterator:
 
     def _receive(self, timeout: float | None) -> None:
         epoch, transport = self._epoch, self._transport
+        notices = []
         for event in transport.receive(timeout):
             restart = epoch.handle(event)
             if restart is not None:
-                transport.restart(restart.worker_id)
+                try:
+                    transport.restart(restart.worker_id)
+                except Exception as error:  # fork or thread start failed: the death stands
+                    epoch.restart_failed(restart.death, error)
+                    continue
+                notices.append(epoch.restarted(restart.death))
                 transport.send(epoch.assignments(fill=False))
+        # Warned once every event is taken: a warning raised as an error loses nothing.
+        for notice in notices:
+            warn_at_user(notice, RuntimeWarning)
 
     def _end_epoch(self) -> None:
         self._source_exhausted = True

@@ -1,31 +1,25 @@
-"""WorkerGroup: starts a loader's worker processes and owns what they share with the main
-process (pipes, segment mappings); stops them within one shared deadline and leaves nothing
-behind: no child process, no /dev/shm segment, no file descriptor.
+"""WorkerGroup: starts a loader's worker processes and the main process's ends of their
+pipes; replaces a dead one; stops them within one shared deadline and leaves nothing behind:
+no child process, no /dev/shm segment file, no file descriptor. (What this process maps of
+their segments is the process transport's SegmentLedger.)
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import dataclasses
-import functools
 import itertools
 import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable
 from typing import Any
 
 from .._ipc import messages, shm
-from .._ipc.batch_codec import SegmentCache
 from .._ipc.poller import Poller
 from .._plan import LoadPlan
-from .._worker.loop import run_worker
-from .transport import worker_config
+from .._worker.process import run_worker
+from .transport import STOP_GRACE_S, worker_config
 
-# Stop message -> exit, for all workers together (not per worker, cf. pytorch#81794).
-STOP_GRACE_S = 2.0
 # SIGTERM -> exit, for all workers together; then SIGKILL.
 TERMINATE_GRACE_S = 1.0
 # Refuse to start when /dev/shm has less than this free.
@@ -93,22 +87,18 @@ class WorkerGroup:
         shm.check_free_space(MIN_FREE_SHM_BYTES)
         context = plan.multiprocessing_context or default_context()
         self.prefix = f"{shm.process_prefix()}{next(_group_tokens)}_"
-        self.cache = SegmentCache()
-        # (worker id, segment name) of batches the consumer dropped; appended by finalizers.
-        self.dropped: collections.deque[tuple[int, str]] = collections.deque()
-        self.pending_releases: dict[int, list[str]] = collections.defaultdict(list)
         self.processes: list[Any] = [None] * plan.num_workers
         # id(process) -> (pid, exit code) of the processes reaped and closed at shutdown.
         self.reaped: dict[int, tuple[int | None, int | None]] = {}
         self.task_conns: list[Any] = [None] * plan.num_workers
         self.result_conns: list[Any] = [None] * plan.num_workers
-        # Every process a worker id had (restarts add some), each with its own pipes.
-        self._retired: list[Any] = []
         self._starts = [0] * plan.num_workers  # processes started per worker id
         self._context, self._plan, self._base_seed = context, plan, base_seed
         self._worker_of: dict[Any, int] = {}
         self._poller = Poller([])
         self._pipe_pollers: list[Any] = [None] * plan.num_workers
+        # worker id -> why its reply could not be read (the worker was stopped for it)
+        self._unreadable: dict[int, Exception] = {}
         self.closed = False
         try:
             for worker_id in range(plan.num_workers):
@@ -122,18 +112,28 @@ class WorkerGroup:
         return f"{self.prefix}w{worker_id}s{self._starts[worker_id]}_"
 
     def restart(self, worker_id: int) -> None:
-        """Replace a dead worker by a new process with the same id and seed. Its segments
-        that nobody mapped are removed; those the consumer still holds stay mapped here."""
+        """Replace a dead worker by a new process with the same id and seed. The dead one is
+        reaped and its pipes closed now; its segment files that nobody mapped are removed."""
         old = self.processes[worker_id]
         old.join(TERMINATE_GRACE_S)  # its pipe closed: it is gone or about to be
         if old.is_alive():
             old.kill()
             old.join()
-        self._retired.append((old, self.task_conns[worker_id], self.result_conns[worker_id]))
+        self._forget_handles(worker_id)
+        old.close()
+        self.processes[worker_id] = None  # until the new one starts (which may fail)
+        for conns in (self.task_conns, self.result_conns):
+            conns[worker_id].close()
+            conns[worker_id] = None
         shm.unlink_all(self.worker_prefix(worker_id))
-        self.pending_releases.pop(worker_id, None)
         self._starts[worker_id] += 1
         self._start_worker(worker_id)
+
+    def _forget_handles(self, worker_id: int) -> None:
+        """Stop watching the worker's current process and pipe (both may be gone already)."""
+        for handle in (self.result_conns[worker_id], self.processes[worker_id].sentinel):
+            self._poller.forget(handle)
+            self._worker_of.pop(handle if isinstance(handle, int) else id(handle), None)
 
     def _start_worker(self, worker_id: int) -> None:
         context, plan, base_seed = self._context, self._plan, self._base_seed
@@ -168,38 +168,11 @@ class WorkerGroup:
 
     def send(self, worker_id: int, message: Any) -> None:
         """Send to a worker; a dead worker is reported by :meth:`receive`, not here."""
+        conn = self.task_conns[worker_id]
+        if conn is None:  # its replacement failed to start: the epoch ends with a crash
+            return
         with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
-            self.task_conns[worker_id].send(message)
-
-    def collect_dropped(self) -> None:
-        """Sort the segments the consumer dropped by owning worker, ready to be released;
-        a segment of a worker's earlier (dead) process is unmapped instead."""
-        while self.dropped:
-            worker_id, name = self.dropped.popleft()
-            if name.startswith(self.worker_prefix(worker_id)):
-                self.pending_releases[worker_id].append(name)
-            else:
-                self.cache.forget((name,))
-
-    def on_drop(self, worker_id: int) -> Callable[[str], None]:
-        """The finalizer callback for a batch from ``worker_id``: it holds the queue only, not
-        the group, so batches the user keeps do not keep the group alive."""
-        return functools.partial(_note_drop, self.dropped, worker_id)
-
-    def send_task(self, worker_id: int, task: messages.Task) -> None:
-        """Send a task, carrying the worker's pending releases with it."""
-        names = self.pending_releases.pop(worker_id, None)
-        if names:
-            task = dataclasses.replace(task, releases=tuple(names))
-        self.send(worker_id, task)
-
-    def send_releases(self) -> None:
-        """Release what no task carried, so no worker waits for its segments."""
-        self.collect_dropped()
-        for worker_id, names in list(self.pending_releases.items()):
-            if names:
-                self.send(worker_id, messages.Release(tuple(names)))
-        self.pending_releases.clear()
+            conn.send(message)
 
     def receive(self, timeout: float | None) -> tuple[list[Any], list[int]]:
         """Wait up to ``timeout`` for messages; returns (messages, ids of workers that died).
@@ -222,8 +195,7 @@ class WorkerGroup:
         for worker_id in dead:
             self._drain(worker_id, received)
             self.processes[worker_id].join(0.5)  # an EOF can come just before the exit
-            self._poller.forget(self.result_conns[worker_id])
-            self._poller.forget(self.processes[worker_id].sentinel)
+            self._forget_handles(worker_id)
         return dead
 
     def _drain(self, worker_id: int, into: list[Any], known_ready: bool = False) -> bool:
@@ -236,11 +208,22 @@ class WorkerGroup:
                 into.append(conn.recv())
         except (EOFError, OSError):
             return False
+        except Exception as error:  # a reply this process cannot unpickle: whose task is lost
+            self._unreadable[worker_id] = error
+            self.processes[worker_id].kill()  # so its batches fail (or go to a new worker)
+            return False
         return True
 
     def exit_description(self, worker_id: int) -> tuple[int | None, str, int | None]:
         """(pid, how it ended, the signal that killed it or None)."""
         process = self.processes[worker_id]
+        unreadable = self._unreadable.pop(worker_id, None)
+        if unreadable is not None:
+            return (
+                process.pid,
+                f"stopped: it sent a reply that could not be read: {unreadable!r}",
+                None,
+            )
         exitcode = process.exitcode
         killed_by = -exitcode if exitcode is not None and exitcode < 0 else None
         return process.pid, describe_exit(exitcode), killed_by
@@ -269,20 +252,10 @@ class WorkerGroup:
                 process.join()
             self.reaped[id(process)] = (process.pid, process.exitcode)
             process.close()
-        for process, *conns in self._retired:
-            self.reaped[id(process)] = (process.pid, process.exitcode)
-            process.close()
-            for conn in conns:
-                conn.close()
         for conn in [*self.task_conns, *self.result_conns]:
             if conn is not None:
                 conn.close()
-        self.cache.close()
         shm.unlink_all(self.prefix)
-
-
-def _note_drop(dropped: collections.deque, worker_id: int, name: str) -> None:
-    dropped.append((worker_id, name))
 
 
 def _join_all(processes: list[Any], grace_s: float) -> None:

@@ -1,18 +1,19 @@
 """Worker processes (``worker_method="multiprocessing"``, the default): tasks and small
 messages on pipes, batches in shared-memory segments that the main process maps once and
-reads as views. The segment ledger (mappings, releases, retired segments) lives in the
-WorkerGroup (lifecycle.py); this module turns its messages into the Epoch's events."""
+reads as views. The WorkerGroup (lifecycle.py) runs the processes; the SegmentLedger
+(_ipc/ledger.py) keeps this process's side of their segments; this module connects the two
+and turns what the workers send into the Epoch's events."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .._ipc import messages
-from .._ipc.batch_codec import decode
+from .._ipc.ledger import SegmentLedger
 from .._plan import LoadPlan
-from ..errors import SharedMemoryError
 from .events import Assignment, Event, Failed, WorkerDied, from_reply
-from .lifecycle import STOP_GRACE_S, WorkerGroup
+from .lifecycle import WorkerGroup
+from .transport import STOP_GRACE_S
 
 
 class ProcessTransport:
@@ -22,50 +23,66 @@ class ProcessTransport:
     def __init__(self, plan: LoadPlan, base_seed: int) -> None:
         self._iterable = plan.iterable
         self.group = WorkerGroup(plan, base_seed)
+        self.ledger = SegmentLedger(self.group.worker_prefix)
         self._generation = 0  # one per epoch on these workers; tags tasks and results
 
-    @property
-    def closed(self) -> bool:
-        return self.group.closed
-
     def send(self, assignments: list[Assignment]) -> None:
-        group = self.group
-        group.collect_dropped()  # releases ride along with the tasks
+        group, ledger = self.group, self.ledger
+        ledger.collect_dropped()  # releases ride along with the tasks
         for a in assignments:
-            task = messages.Task(self._generation, a.task_id, a.indices, epoch_seed=a.epoch_seed)
-            group.send_task(a.worker_id, task)
+            releases = ledger.releases_for(a.worker_id)
+            task = messages.Task(self._generation, a.task_id, a.indices, releases, a.epoch_seed)
+            group.send(a.worker_id, task)
 
     def receive(self, timeout: float | None) -> list[Event]:
         group = self.group
-        group.collect_dropped()
-        if timeout is None or timeout > 0:
-            group.send_releases()  # about to wait: let no worker wait for its segments
+        if timeout is None or timeout > 0:  # about to wait: let no worker wait for segments
+            for worker_id, names in self.ledger.owed():
+                group.send(worker_id, messages.Release(names))
+        else:
+            self.ledger.collect_dropped()
         received, dead = group.receive(timeout)
-        events = [event for m in received if (event := self._event(m)) is not None]
+        events = []
+        for message in received:
+            try:
+                event = self._event(message)
+            except Exception as error:  # this message is lost; the others are not
+                event = self._unopened(message, error)
+            if event is not None:
+                events.append(event)
         for worker_id in dead:
             events.append(WorkerDied(worker_id, *group.exit_description(worker_id)))
         return events
 
     def _event(self, message: Any) -> Event | None:
-        group = self.group
         stale = message.generation != self._generation
         if isinstance(message, messages.Result):
-            group.cache.forget(message.retired_segments)
-            name = message.batch.segment_name
+            self.ledger.forget(message.retired_segments)
             if stale:  # from an epoch that ended early: give its segment back
-                if name is not None:
-                    group.send(message.worker_id, messages.Release((name,)))
+                self._give_back(message)
                 return None
-            try:
-                batch = decode(message.batch, group.cache, group.on_drop(message.worker_id))
-            except SharedMemoryError as error:  # out of descriptors or mappings: says which
-                group.send(message.worker_id, messages.Release((name,)))
-                return Failed(message.task_id, message.worker_id, error, fatal=True)
-            return from_reply(message, batch)
+            return from_reply(message, self.ledger.open(message.worker_id, message.batch))
         return None if stale else from_reply(message)
 
+    def _unopened(self, message: Any, error: Exception) -> Event | None:
+        """A reply that could not be opened here (out of descriptors or mappings, a segment
+        gone, a class this process cannot rebuild): its batch fails and ends the epoch, and
+        its segment goes back to the worker."""
+        if isinstance(message, messages.Result):
+            self._give_back(message)
+        if message.generation != self._generation:
+            return None
+        return Failed(message.task_id, message.worker_id, error, fatal=True)
+
+    def _give_back(self, message: messages.Result) -> None:
+        name = message.batch.segment_name
+        if name is not None:
+            self.group.send(message.worker_id, messages.Release((name,)))
+
     def restart(self, worker_id: int) -> None:
+        old_prefix = self.group.worker_prefix(worker_id)
         self.group.restart(worker_id)
+        self.ledger.worker_replaced(worker_id, old_prefix)
 
     def new_epoch(self) -> None:
         self._generation += 1
@@ -78,3 +95,4 @@ class ProcessTransport:
 
     def shutdown(self, grace_s: float | None = None) -> None:
         self.group.shutdown(STOP_GRACE_S if grace_s is None else grace_s)
+        self.ledger.close()

@@ -19,11 +19,7 @@ from .._ipc import messages
 from .._plan import LoadPlan
 from .._worker.thread import ThreadEnded, run_thread_worker
 from .events import Assignment, Event, WorkerDied, from_reply
-from .transport import worker_config
-
-# Stop message -> exit, for all threads together; a thread still busy after it is left to
-# finish on its own (a thread cannot be killed) and ends with the process (daemon).
-STOP_GRACE_S = 2.0
+from .transport import STOP_GRACE_S, worker_config
 
 
 def _own_copy(dataset: Any) -> Any:
@@ -60,10 +56,6 @@ class ThreadTransport:
         )
         thread.start()
         return thread
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     def send(self, assignments: list[Assignment]) -> None:
         for a in assignments:
@@ -109,8 +101,17 @@ class ThreadTransport:
             return
         self._closed = True
         for tasks in self._tasks:
+            _drop_queued(tasks)  # Stop comes next, not after every batch prefetched
             tasks.put(messages.Stop())
         deadline = time.monotonic() + (STOP_GRACE_S if grace_s is None else grace_s)
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _drop_queued(tasks: queue.SimpleQueue) -> None:
+    while True:
+        try:
+            tasks.get_nowait()
+        except queue.Empty:
+            return

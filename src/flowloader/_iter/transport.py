@@ -13,6 +13,11 @@ from .._plan import LoadPlan
 from .._worker.body import WorkerConfig
 from .events import Assignment, Event
 
+# Stop message -> exit, for all workers together (not per worker, cf. pytorch#81794). A
+# process still running after it is terminated; a thread is left to finish on its own (a
+# thread cannot be killed) and ends with the process (daemon).
+STOP_GRACE_S = 2.0
+
 
 def worker_config(plan: LoadPlan, worker_id: int, base_seed: int, **only: Any) -> WorkerConfig:
     """What worker ``worker_id`` of ``plan`` runs with; ``only``: what one transport adds
@@ -37,11 +42,6 @@ class Transport(Protocol):
     prefetches: bool
     # "", "process" or "thread": what stats() says.
     worker_method: str
-
-    @property
-    def closed(self) -> bool:
-        """True once stopped; nothing more can be sent."""
-        ...
 
     def send(self, assignments: list[Assignment]) -> None:
         """Hand these batches to their workers."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import stats
-from .._fetch import EmptyBatch, make_fetcher
+from .._fetch import EmptyBatch, make_fetcher, stop_in_map_style
 from .._ipc import messages
 from .._ipc.remote_error import RemoteError
 from ..randomness import SampleSeeds
@@ -115,8 +115,11 @@ class WorkerBody:
         try:
             seeds = None if task.epoch_seed is None else SampleSeeds(task.epoch_seed)
             batch = self._fetch(task, seeds, arena)
-        except StopIteration:
-            reply = messages.StreamEnd(task.generation, task.task_id, worker_id)
+        except StopIteration as error:
+            if self.config.iterable:
+                reply = messages.StreamEnd(task.generation, task.task_id, worker_id)
+            else:
+                reply = self.failure(task, stop_in_map_style(error), "while loading")
         except EmptyBatch:
             skipped = tuple(self.fetcher.skipped)
             reply = messages.Empty(task.generation, task.task_id, worker_id, skipped)
@@ -129,7 +132,9 @@ class WorkerBody:
         self._send_batch(task, batch, arena)
 
     def _fetch(self, task: messages.Task, seeds: SampleSeeds | None, arena: Any) -> Any:
-        return self.fetcher.fetch(task.indices, seeds)
+        """Load and collate the batch, into ``arena`` where one was reserved."""
+        allocate = arena.allocate_or_empty if arena is not None else None
+        return self.fetcher.fetch(task.indices, seeds, allocate)
 
     def _reserve(self) -> Any:
         """Where the next batch will be collated (None: ordinary memory)."""

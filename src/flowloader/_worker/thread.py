@@ -52,12 +52,11 @@ class ThreadWorker(WorkerBody):
         return self.buffers.arena()
 
     def _fetch(self, task: messages.Task, seeds: SampleSeeds | None, arena: Any) -> Any:
-        if arena is None:  # batches too small to gain from a block
-            return self.fetcher.fetch(task.indices, seeds)
         try:
-            return self.fetcher.fetch(task.indices, seeds, arena.allocate_or_empty)
+            return super()._fetch(task, seeds, arena)
         finally:
-            self.buffers.note(arena)
+            if arena is not None:  # (batches too small to gain from a block have none)
+                self.buffers.note(arena)
 
 
 def run_thread_worker(

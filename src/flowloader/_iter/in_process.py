@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import stats
-from .._fetch import EmptyBatch, make_fetcher
+from .._fetch import EmptyBatch, make_fetcher, stop_in_map_style
 from .._plan import LoadPlan
 from ..randomness import SampleSeeds
 from .events import Assignment, Emptied, Event, Failed, Loaded, StreamEnded
@@ -15,7 +15,6 @@ from .events import Assignment, Emptied, Event, Failed, Loaded, StreamEnded
 class InProcessTransport:
     prefetches = False
     worker_method = ""
-    closed = False
 
     def __init__(self, plan: LoadPlan) -> None:
         self._fetcher = make_fetcher(
@@ -26,6 +25,7 @@ class InProcessTransport:
             plan.drop_last,
             plan.skip_errors,
         )
+        self._iterable = plan.iterable
         self._clock = stats.StageClock()
         self._queued: list[Assignment] = []
         self._seeds: SampleSeeds | None = None
@@ -45,8 +45,10 @@ class InProcessTransport:
         previous = stats.set_clock(self._clock if stats.enabled else None)
         try:
             batch: Any = self._fetcher.fetch(assignment.indices, seeds)
-        except StopIteration:
-            return StreamEnded(task_id, 0)
+        except StopIteration as error:
+            if self._iterable:
+                return StreamEnded(task_id, 0)
+            return Failed(task_id, 0, stop_in_map_style(error))
         except EmptyBatch:
             return Emptied(task_id, 0, tuple(self._fetcher.skipped))
         except Exception as error:  # raised as it is, in its batch's place

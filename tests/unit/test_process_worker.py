@@ -13,7 +13,7 @@ import flowloader as fl
 from flowloader._ipc import messages, shm
 from flowloader._ipc.batch_codec import SegmentCache, decode
 from flowloader._worker.info import set_worker_info
-from flowloader._worker.loop import WorkerConfig, run_worker
+from flowloader._worker.process import WorkerConfig, run_worker
 
 
 class Squares(fl.Dataset):

@@ -19,7 +19,6 @@ from .._ipc import messages
 from .._ipc.batch_codec import encode
 from .._ipc.poller import Poller
 from .._ipc.segment_pool import SegmentPool
-from ..randomness import SampleSeeds
 from .allocator import keep_large_allocations
 from .body import WorkerBody, WorkerConfig
 from .info import WorkerInfo, set_worker_info
@@ -50,10 +49,6 @@ class ProcessWorker(WorkerBody):
     def _unreserve(self, arena: Any) -> None:
         if arena is not None:
             self.pool.give_back(arena.segment)
-
-    def _fetch(self, task: messages.Task, seeds: SampleSeeds | None, arena: Any) -> Any:
-        allocate = arena.allocate_or_empty if arena is not None else None
-        return self.fetcher.fetch(task.indices, seeds, allocate)
 
     def _send_batch(self, task: messages.Task, batch: Any, arena: Any) -> None:
         started = time.perf_counter()
