@@ -1,8 +1,9 @@
 /* libFuzzer harness for the native JPEG kernel, built with AddressSanitizer and
  * UndefinedBehaviorSanitizer by run_fuzz.sh. The first 18 bytes of an input choose the
  * request (scale, filter, flips, output, pass order, portable or AVX2 passes, and both axes,
- * sometimes invalid); the
- * rest is the JPEG. Any result is fine; a sanitizer report, a crash or a hang is a finding. */
+ * sometimes invalid, at times near INT_MAX); the rest is the JPEG. Any result is fine; a
+ * sanitizer report, a crash or a hang is a finding. */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,14 +12,21 @@
 
 #define PREFIX 18
 
+/* `small`, or INT_MAX - `offset` when the high nibble of `selector` is all ones (one input
+ * in 16): values whose sums overflow an int unless the kernel compares by subtraction. */
+static int near_max(int small, uint8_t selector, uint8_t offset) {
+    return selector >> 4 == 15 ? INT_MAX - offset : small;
+}
+
 static void axis_from(const uint8_t *b, fl_axis *a) {
     a->in_size = 1 + (int)((b[0] | b[1] << 8) % 200);
-    a->origin = b[2] % 64;
     a->out_size = 1 + b[3] % 120;
     a->out_start = b[4] % a->out_size;
     a->out_count = 1 + b[5] % (a->out_size - a->out_start);
     a->in0 = (b[6] % 16) / 8.0;
     a->in1 = a->in_size - (b[7] % 16) / 8.0;
+    a->origin = near_max(b[2] % 64, b[6], b[2]);
+    a->out_start = near_max(a->out_start, b[7], b[4]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

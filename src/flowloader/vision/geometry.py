@@ -46,7 +46,12 @@ class Geometry:
         """The native kernel's job for a JPEG's bytes, with the same random draws as
         :meth:`decode`; None (before any draw) when the kernel cannot take this file."""
         header = native.header(data)
-        if header is None or not header.supported or _too_many_pixels(header):
+        if (
+            header is None
+            or not header.supported
+            or not header.fits_kernel_memory()
+            or _too_many_pixels(header)
+        ):
             return None
         width, height = header.width, header.height
         first = self.first
@@ -102,8 +107,8 @@ class Geometry:
             elif (out_h, out_w) != (height, width):
                 image = image.resize((out_w, out_h), resample)
         else:
-            sx, sy = image.width / width, image.height / height
-            scaled = (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
+            scale = _decoded_scale(width, image.width)
+            scaled = (box[0] / scale, box[1] / scale, box[2] / scale, box[3] / scale)
             image = image.resize((out_w, out_h), resample, box=scaled)
         if self.crop is not None and not fused:
             image = self.crop(image)
@@ -125,6 +130,15 @@ def _center_offset(size: int, crop: int) -> int:
     """Where CenterCrop starts a crop of ``crop`` pixels in ``size`` (torchvision's
     rounding)."""
     return round((size - crop) / 2.0)
+
+
+def _decoded_scale(full: int, decoded: int) -> int:
+    """The DCT scale (1, 2, 4 or 8) that decoded ``full`` pixels into ``decoded``: Pillow's
+    draft can choose a smaller one than asked for. Pixel x of the image is then x / scale of
+    the decoded one (libjpeg's geometry, as :func:`_reduced` has it for the kernel). A smaller
+    scale gives the same size only when the one used exceeds ``full``, which no reduction
+    does: the smallest match is the one used."""
+    return next(s for s in (1, 2, 4, 8) if -(-full // s) == decoded)
 
 
 def _too_many_pixels(header: native.Header) -> bool:

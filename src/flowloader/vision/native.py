@@ -39,6 +39,11 @@ FILTERS = frozenset({int(Image.Resampling.BILINEAR), int(Image.Resampling.BICUBI
 
 _OUTPUTS = {"uint8": 0, "float": 1, "normalized": 2}
 
+# jpeg_kernel.c's MAX_MEMORY: the most libjpeg may allocate in one call, up to and including
+# the whole-image coefficients of a multi-scan (progressive) file. Beyond it the kernel would
+# refuse the file, so such files take the Pillow path, which has no cap.
+_LIBJPEG_MEMORY = 1 << 30
+
 
 def unavailable_reason() -> str | None:
     """Why the kernel does not run, or None when it does."""
@@ -62,21 +67,45 @@ def image_backend() -> str:
     return f"pillow ({reason})"
 
 
+class KernelMemoryError(OSError, MemoryError):
+    """The kernel could not get the memory one file needs: past its caps (a corrupt header
+    claiming a huge image, a huge region to decode) or out of memory. An OSError, as any file
+    that cannot be decoded is (``skip_errors=OSError`` skips it), and still a MemoryError."""
+
+
 @dataclass(frozen=True)
 class Header:
     width: int
     height: int
+    components: int
     supported: bool  # grey, YCbCr or RGB, complete: the kernel can take it
+    multi_scan: bool  # progressive (or a scan per component): libjpeg keeps all coefficients
+
+    def fits_kernel_memory(self) -> bool:
+        """Whether libjpeg stays within the kernel's cap on this file. A multi-scan file
+        needs 2 bytes per sample for the whole image, row buffers of about 8 bytes per
+        column and component, and some 20 KB of tables; counted here with 16-pixel MCUs,
+        every component at full resolution, 32 bytes per column and 64 KiB, an upper
+        bound (measured with libjpeg-turbo 2.1)."""
+        if not self.multi_scan:
+            return True
+        width, height = _mcu_rounded(self.width), _mcu_rounded(self.height)
+        return self.components * width * (2 * height + 32) + (64 << 10) <= _LIBJPEG_MEMORY
+
+
+def _mcu_rounded(size: int) -> int:
+    """``size`` rounded up to whole 16-pixel MCUs (the largest libjpeg pads to)."""
+    return -(-size // 16) * 16
 
 
 def header(data: bytes) -> Header | None:
     """The JPEG header of ``data``, or None when it is not a JPEG the kernel can parse (the
     Pillow path then opens it and reports any error as it always has)."""
     try:
-        width, height, _, supported, _ = _kernel.header(data)
+        width, height, components, supported, multi_scan = _kernel.header(data)
     except (OSError, ValueError):
         return None
-    return Header(width, height, supported)
+    return Header(width, height, components, supported, multi_scan)
 
 
 @dataclass(frozen=True)
@@ -131,6 +160,11 @@ class NativeJpeg:
             if self.where is None:
                 raise
             raise located(error, self.where, self.index) from error
+        except MemoryError as error:
+            memory_error: Exception = KernelMemoryError(str(error))
+            if self.where is not None:
+                memory_error = located(memory_error, self.where, self.index)
+            raise memory_error from error
         return out
 
 

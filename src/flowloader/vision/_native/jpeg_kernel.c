@@ -1,9 +1,11 @@
 /* See jpeg_kernel.h. The resampling follows Pillow's Resample.c step for step (the same
- * double-precision coefficients, rounded to the same 22-bit fixed point, horizontal pass
- * first, 8-bit intermediate), so on the same decoded pixels the result is Pillow's, bit for
- * bit. The decode reads only the rows and columns the resampling needs, plus a margin that
- * keeps libjpeg's edge handling of a cropped decode (fancy upsampling at the cut) outside
- * the pixels used: the pixels used are those of a full decode. */
+ * double-precision coefficients, rounded to the same 22-bit fixed point, the same pass order:
+ * horizontal first, or vertical first where `pillow_order` asks for Pillow 13's order and
+ * the height shrinks much more than the width; 8-bit intermediate), so on the same decoded
+ * pixels the result is Pillow's, bit for bit. The decode reads only the rows and columns the
+ * resampling needs, plus a margin that keeps libjpeg's edge handling of a cropped decode
+ * (fancy upsampling at the cut) outside the pixels used: the pixels used are those of a full
+ * decode. */
 #include "jpeg_kernel.h"
 
 #include <math.h>
@@ -22,8 +24,11 @@
  * decodes differ from a full decode only within a few pixels of the cut. */
 #define MARGIN 16
 #define MAX_SIDE 65535
-/* The most memory one call lets libjpeg and the region take: a header that claims a huge
- * progressive image would otherwise make libjpeg allocate its coefficients for all of it. */
+/* Two caps of 1 GiB each, on one call's largest allocations: libjpeg's memory up to and
+ * including its whole-image coefficient arrays (2 bytes per sample, which a progressive or
+ * multi-scan file needs: a header claiming a huge image would otherwise allocate them all),
+ * and, separately, the decoded region. The resampling's coefficients and pass buffers (the
+ * region's rows at the output's width) are not counted: one call can take more than 2 GiB. */
 #define MAX_MEMORY ((size_t)1 << 30)
 
 /* x86-64 builds carry AVX2 versions of the two resampling passes, chosen at run time; the
@@ -63,7 +68,7 @@ static void on_error(j_common_ptr cinfo) {
     error_mgr *err = (error_mgr *)cinfo->err;
     if (cinfo->err->msg_code == JERR_NO_BACKING_STORE) {
         err->too_large = 1;
-        snprintf(err->message, sizeof(err->message), "decoding needs more than 1 GiB");
+        snprintf(err->message, sizeof(err->message), "libjpeg's buffers need more than 1 GiB");
     } else {
         (*cinfo->err->format_message)(cinfo, err->message);
     }
@@ -109,35 +114,53 @@ static int ends_with_eoi(const unsigned char *data, size_t size) {
     return 0;
 }
 
-int fl_read_header(const unsigned char *data, size_t size, fl_header *header, char *error,
-                   size_t error_size) {
+/* libjpeg's state for one header, on the heap as fl_decode_resize's job is: locals changed
+ * between setjmp and longjmp would be indeterminate after the jump. */
+typedef struct {
     struct jpeg_decompress_struct cinfo;
     error_mgr err;
+} header_reader;
+
+/* Runs after setjmp: any libjpeg error jumps back to fl_read_header. */
+static void read_fields(struct jpeg_decompress_struct *cinfo, const unsigned char *data,
+                        size_t size, fl_header *header) {
+    jpeg_create_decompress(cinfo);
+    jpeg_mem_src(cinfo, data, (unsigned long)size);
+    jpeg_read_header(cinfo, TRUE);
+    header->width = (int)cinfo->image_width;
+    header->height = (int)cinfo->image_height;
+    header->components = cinfo->num_components;
+    header->multi_scan = jpeg_has_multiple_scans(cinfo) ? 1 : 0;
+    J_COLOR_SPACE space = cinfo->jpeg_color_space;
+    int color_ok = (space == JCS_GRAYSCALE && cinfo->num_components == 1) ||
+                   ((space == JCS_YCbCr || space == JCS_RGB) && cinfo->num_components == 3);
+    header->supported = color_ok && ends_with_eoi(data, size) && header->width <= MAX_SIDE &&
+                        header->height <= MAX_SIDE;
+}
+
+int fl_read_header(const unsigned char *data, size_t size, fl_header *header, char *error,
+                   size_t error_size) {
     memset(header, 0, sizeof(*header));
     if (size < 4 || data[0] != 0xFF || data[1] != 0xD8) {
         set_error(error, error_size, "not a JPEG file");
         return FL_UNSUPPORTED;
     }
-    init_errors(&err, &cinfo);
-    if (setjmp(err.jump)) {
-        set_error(error, error_size, err.message);
-        jpeg_destroy_decompress(&cinfo);
-        return FL_CORRUPT;
+    header_reader *h = calloc(1, sizeof(header_reader));
+    if (!h) {
+        set_error(error, error_size, "out of memory");
+        return FL_NO_MEMORY;
     }
-    jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, data, (unsigned long)size);
-    jpeg_read_header(&cinfo, TRUE);
-    header->width = (int)cinfo.image_width;
-    header->height = (int)cinfo.image_height;
-    header->components = cinfo.num_components;
-    header->progressive = cinfo.progressive_mode ? 1 : 0;
-    J_COLOR_SPACE space = cinfo.jpeg_color_space;
-    int color_ok = (space == JCS_GRAYSCALE && cinfo.num_components == 1) ||
-                   ((space == JCS_YCbCr || space == JCS_RGB) && cinfo.num_components == 3);
-    header->supported = color_ok && ends_with_eoi(data, size) && header->width <= MAX_SIDE &&
-                        header->height <= MAX_SIDE;
-    jpeg_destroy_decompress(&cinfo);
-    return FL_OK;
+    init_errors(&h->err, &h->cinfo);
+    int status = FL_OK;
+    if (setjmp(h->err.jump)) {
+        set_error(error, error_size, h->err.message);
+        status = FL_CORRUPT;
+    } else {
+        read_fields(&h->cinfo, data, size, header);
+    }
+    jpeg_destroy_decompress(&h->cinfo);
+    free(h);
+    return status;
 }
 
 /* Resampling coefficients ---------------------------------------------------------------- */
@@ -371,15 +394,16 @@ AVX2 static void vertical_row_avx2(const uint8_t *src, size_t stride, int width,
 }
 #endif
 
-/* Whether this call runs the AVX2 passes. */
-static int use_avx2(const fl_request *r) {
+int fl_has_avx2(void) {
 #ifdef FL_AVX2
-    return !r->portable && __builtin_cpu_supports("avx2");
+    return __builtin_cpu_supports("avx2");
 #else
-    (void)r;
     return 0;
 #endif
 }
+
+/* Whether this call runs the AVX2 passes. */
+static int use_avx2(const fl_request *r) { return !r->portable && fl_has_avx2(); }
 
 static void horizontal(const uint8_t *src, size_t src_stride, int rows, int shift,
                        const coeffs *c, int count, uint8_t *dst, int avx2) {
@@ -510,12 +534,18 @@ static void make_lut(const fl_request *r, float lut[3][256]) {
 
 /* Checks ---------------------------------------------------------------------------------- */
 
+/* The axis lies in the decoded image and its kept outputs in its output. The ints come
+ * unchecked from the caller: each is bounded first (by MAX_SIDE, which the sums below stay
+ * far from), and the extents are compared by subtraction, so nothing here overflows. */
 static int axis_ok(const fl_axis *a, int decoded) {
-    return a->in_size > 0 && a->in_size <= MAX_SIDE && a->origin >= 0 &&
-           a->origin + a->in_size <= decoded && isfinite(a->in0) && isfinite(a->in1) &&
-           a->in0 >= 0.0 && a->in1 > a->in0 && a->in1 <= (double)a->in_size &&
-           a->out_size > 0 && a->out_size <= MAX_SIDE && a->out_start >= 0 &&
-           a->out_count > 0 && a->out_start + a->out_count <= a->out_size;
+    int bounded = a->in_size > 0 && a->in_size <= MAX_SIDE && a->origin >= 0 &&
+                  a->origin <= MAX_SIDE && a->out_size > 0 && a->out_size <= MAX_SIDE &&
+                  a->out_count > 0 && a->out_count <= MAX_SIDE && a->out_start >= 0 &&
+                  a->out_start <= MAX_SIDE;
+    int box_ok = isfinite(a->in0) && isfinite(a->in1) && a->in0 >= 0.0 && a->in1 > a->in0 &&
+                 a->in1 <= (double)a->in_size;
+    return bounded && box_ok && a->origin <= decoded - a->in_size &&
+           a->out_start <= a->out_size - a->out_count;
 }
 
 static int request_ok(const fl_request *r) {

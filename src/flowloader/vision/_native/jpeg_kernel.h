@@ -17,7 +17,9 @@ enum { FL_UINT8 = 0, FL_FLOAT = 1, FL_NORMALIZED = 2 };
 typedef struct {
     int width, height, components;
     int supported; /* grey, YCbCr or RGB, ending in an EOI marker: the kernel can take it */
-    int progressive;
+    /* progressive, or a scan per component: libjpeg then keeps the whole image's DCT
+     * coefficients, 2 bytes per sample (see MAX_MEMORY in jpeg_kernel.c) */
+    int multi_scan;
 } fl_header;
 
 /* One axis of the resize, as Pillow sees it: an image of `in_size` pixels whose pixel 0 is
@@ -45,7 +47,8 @@ typedef struct {
     float mean[3], std[3];
 } fl_request;
 
-/* The header of `data`; FL_OK, or FL_CORRUPT with `error` filled. */
+/* The header of `data`; FL_OK, or FL_UNSUPPORTED (not a JPEG), FL_CORRUPT or FL_NO_MEMORY
+ * with `error` filled. */
 int fl_read_header(const unsigned char *data, size_t size, fl_header *header, char *error,
                    size_t error_size);
 
@@ -53,6 +56,9 @@ int fl_read_header(const unsigned char *data, size_t size, fl_header *header, ch
  * x.out_count values (uint8 or float32 by `output`). FL_OK, or a code with `error` filled. */
 int fl_decode_resize(const unsigned char *data, size_t size, const fl_request *request,
                      void *out, char *error, size_t error_size);
+
+/* 1 when this build has the AVX2 passes and the CPU runs them (unless `portable`). */
+int fl_has_avx2(void);
 
 /* "libjpeg-turbo X.Y.Z" */
 const char *fl_jpeg_version(void);

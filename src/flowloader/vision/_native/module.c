@@ -44,7 +44,7 @@ static PyObject *header(PyObject *self, PyObject *args) {
     PyBuffer_Release(&data);
     if (status != FL_OK) return raise_status(status, error);
     return Py_BuildValue("(iiiOO)", h.width, h.height, h.components,
-                         h.supported ? Py_True : Py_False, h.progressive ? Py_True : Py_False);
+                         h.supported ? Py_True : Py_False, h.multi_scan ? Py_True : Py_False);
 }
 
 static PyObject *decode_into(PyObject *self, PyObject *args, PyObject *kwargs) {
@@ -91,7 +91,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"header", header, METH_VARARGS,
-     "header(data) -> (width, height, components, supported, progressive)"},
+     "header(data) -> (width, height, components, supported, multi_scan)"},
     {"decode_into", (PyCFunction)(void (*)(void))decode_into, METH_VARARGS | METH_KEYWORDS,
      "decode_into(data, out, scale, x, y, filter, hflip, vflip, output, pillow_order[, mean, "
      "std, portable]): decode, "
@@ -108,14 +108,17 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__jpeg_kernel(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
+    /* The global keeps its own reference; the module takes another (AddObjectRef steals
+     * none), so a failure below drops each exactly once. */
     UnsupportedError = PyErr_NewException("flowloader.vision._jpeg_kernel.UnsupportedError",
                                           PyExc_ValueError, NULL);
-    if (!UnsupportedError || PyModule_AddObject(m, "UnsupportedError", UnsupportedError) < 0 ||
-        PyModule_AddStringConstant(m, "LIBRARY", fl_jpeg_version()) < 0) {
-        Py_XDECREF(UnsupportedError);
+    if (!UnsupportedError ||
+        PyModule_AddObjectRef(m, "UnsupportedError", UnsupportedError) < 0 ||
+        PyModule_AddStringConstant(m, "LIBRARY", fl_jpeg_version()) < 0 ||
+        PyModule_AddObjectRef(m, "AVX2", fl_has_avx2() ? Py_True : Py_False) < 0) {
+        Py_CLEAR(UnsupportedError);
         Py_DECREF(m);
         return NULL;
     }
-    Py_INCREF(UnsupportedError);
     return m;
 }
