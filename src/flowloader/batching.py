@@ -17,7 +17,8 @@ is passed only when the method declares it (by name), so a PyTorch dataset works
 ``allocate``
     ``allocate(shape, dtype) -> numpy.ndarray``: an uninitialised array for the batch's
     output. In a worker process it lies in the shared memory the batch travels in, so
-    filling it is the batch's only copy; elsewhere it is ``numpy.empty``.
+    filling it is the batch's only copy; in a worker thread, for batches of 32 MiB or more,
+    in a block reused once the consumer drops the batch; elsewhere it is ``numpy.empty``.
 
 It returns a list of samples, which ``collate_fn`` collates as usual, or a
 :class:`CollatedSamples`: the batch's columns already stacked (best written into arrays from
@@ -31,8 +32,8 @@ A wrapper (``Subset``, ``StackDataset``) passes a batch on to the dataset it wra
 from __future__ import annotations
 
 import collections.abc
-import functools
 import inspect
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -90,17 +91,24 @@ class Declared:
     allocate: bool
 
 
+_DECLARED: weakref.WeakKeyDictionary[Callable[..., Any], Declared] = weakref.WeakKeyDictionary()
+
+
 def declared(getitems: Callable[..., Any]) -> Declared:
-    """What ``getitems`` accepts, read from its signature once per function."""
+    """What ``getitems`` accepts, read from its signature once per function. The cache holds
+    its functions weakly: a per-instance ``__getitems__`` (a closure or a partial holding its
+    dataset) must not keep the dataset alive once its loader is gone."""
     function = getattr(getitems, "__func__", getitems)
     try:
-        return _declared(function)
-    except TypeError:  # an unhashable callable object: read it every time
-        return _declared.__wrapped__(function)
+        found = _DECLARED.get(function)
+    except TypeError:  # unhashable, or no weak reference to it: read it every time
+        return _read_declared(function)
+    if found is None:
+        found = _DECLARED[function] = _read_declared(function)
+    return found
 
 
-@functools.lru_cache(maxsize=256)
-def _declared(function: Callable[..., Any]) -> Declared:
+def _read_declared(function: Callable[..., Any]) -> Declared:
     try:
         parameters = inspect.signature(function).parameters
     except (TypeError, ValueError):  # a builtin without a signature

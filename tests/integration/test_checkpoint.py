@@ -36,7 +36,12 @@ def augmented_loader(n: int, batch_size: int, drop_last: bool, shuffle: bool, se
     return make
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,  # the same 30 cases on every run: a failure reproduces
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     n=st.integers(1, 30),
     batch_size=st.integers(1, 7),

@@ -7,7 +7,7 @@ import gc
 
 import numpy as np
 
-from flowloader._worker.buffers import BatchBuffers
+from flowloader._worker.buffers import MEASURE_EVERY, BatchBuffers
 
 
 def build(buffers: BatchBuffers, value: float) -> tuple[np.ndarray, int]:
@@ -53,3 +53,17 @@ def test_batches_too_small_to_gain_use_ordinary_memory() -> None:
     buffers = BatchBuffers(min_bytes=1 << 20)
     build(buffers, 0)  # the first batch (16 KB) is measured
     assert buffers.arena() is None
+
+
+def test_a_large_batch_after_small_ones_gets_blocks() -> None:
+    buffers = BatchBuffers(min_bytes=1 << 20)
+    build(buffers, 0)  # the first batch (16 KB) is measured: too small
+    *ordinary, arena = [buffers.arena() for _ in range(MEASURE_EVERY)]
+    assert ordinary == [None] * (MEASURE_EVERY - 1)  # one batch in MEASURE_EVERY is measured
+    assert arena is not None
+    assert arena.segment.capacity == 0
+    large = arena.allocate_or_empty((1 << 20,), np.float32)  # 4 MiB, in ordinary memory
+    buffers.note(arena)
+    following = buffers.arena()
+    assert following is not None
+    assert following.segment.capacity >= large.nbytes  # from now on, blocks that fit

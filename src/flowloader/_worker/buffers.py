@@ -9,8 +9,9 @@ memory is allocated or faulted in: an ImageNet batch of 64 float images is 38 MB
 
 Only batches that large gain. Below glibc's largest mmap threshold (32 MiB) malloc keeps freed
 memory in its heap and hands it out again by itself, and the blocks' bookkeeping only costs:
-MNIST batches (200 KB) ran 20% slower through them. So the first batch is measured, and the
-blocks are used only when batches are at least that large.
+MNIST batches (200 KB) ran 20% slower through them. So batches are measured (the first, then
+one in MEASURE_EVERY while they stay small, for datasets whose later batches are large), and
+the blocks are used once a batch is at least that large.
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ import numpy as np
 from .._ipc.segment_pool import Arena, capacity_for
 from .allocator import MMAP_THRESHOLD_BYTES
 
+# The smallest batch worth a block. Private: tests lower it to reach the blocks with small
+# batches. Read when a BatchBuffers is made, i.e. when a worker thread starts.
+MIN_BLOCK_BYTES = MMAP_THRESHOLD_BYTES
+# While batches are too small, one in this many is measured again (in a memoryless arena that
+# only tallies what it is asked for): cheap, and later large batches still get blocks.
+MEASURE_EVERY = 64
+
 
 class _Block:
     """Memory for one batch at a time."""
@@ -32,6 +40,9 @@ class _Block:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.memory = bytearray(capacity)
+
+
+_NO_MEMORY = _Block(0)  # a measuring arena's: every allocation falls back to ordinary memory
 
 
 class _Lease:
@@ -50,34 +61,38 @@ class _Lease:
 
 class BatchBuffers:
     """A thread worker's blocks: one arena per batch, blocks reused once their batch is gone.
-    ``min_bytes``: the smallest batch worth a block."""
+    ``min_bytes``: the smallest batch worth a block (default MIN_BLOCK_BYTES)."""
 
-    def __init__(self, min_bytes: int = MMAP_THRESHOLD_BYTES) -> None:
+    def __init__(self, min_bytes: int | None = None) -> None:
         self._free: collections.deque[_Block] = collections.deque()
-        self._min_bytes = min_bytes
-        self._size = 0  # the largest batch so far
-        self._measured = False
+        # At least a byte: blocks are made to fit a batch measured first.
+        self._min_bytes = max(MIN_BLOCK_BYTES if min_bytes is None else min_bytes, 1)
+        self._size = 0  # the largest batch measured so far
+        self._small_left = 0  # small batches to build in ordinary memory before measuring one
 
     def arena(self) -> Arena | None:
         """An arena for the next batch; None when batches are too small to gain (ordinary
-        memory). The first batch's arena has no memory: its arrays are ordinary ones, and it
-        measures how much a batch needs."""
-        if self._measured and self._size < self._min_bytes:
+        memory). Until a batch that large is measured, every MEASURE_EVERY-th arena (the first
+        included) has no memory: its arrays are ordinary ones, and it measures the batch."""
+        if self._size >= self._min_bytes:
+            return self._block_arena()
+        if self._small_left:  # the small-batch path: integer tests only
+            self._small_left -= 1
             return None
-        block = self._take(capacity_for(self._size) if self._size else 0)
-        lease = _Lease(block)
-        if block.capacity:
-            weakref.finalize(lease.array, self._free.append, block)
-        return Arena(lease)
+        self._small_left = MEASURE_EVERY - 1
+        return Arena(_Lease(_NO_MEMORY))
 
     def note(self, arena: Arena) -> None:
         """What the batch built in ``arena`` asked for: the next blocks are made to fit it."""
         self._size = max(self._size, arena.wanted)
-        self._measured = True
+
+    def _block_arena(self) -> Arena:
+        block = self._take(capacity_for(self._size))
+        lease = _Lease(block)
+        weakref.finalize(lease.array, self._free.append, block)
+        return Arena(lease)
 
     def _take(self, capacity: int) -> _Block:
-        if not capacity:
-            return _Block(0)
         while True:  # a free block that fits; smaller ones (from smaller batches) are dropped
             try:
                 block = self._free.popleft()

@@ -1,0 +1,103 @@
+"""Thread workers build large batches in reused blocks (_worker/buffers.py), end to end: the
+right contents, no held batch written over while its block would be reused, a batch that
+outgrows its block, and blocks for batches that become large later on.
+
+The block threshold (32 MiB) is lowered through the private knob ``MIN_BLOCK_BYTES``, which a
+worker thread reads when it starts, so that small batches take the block path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flowloader as fl
+from flowloader._worker import buffers
+
+
+class Rows(fl.Dataset):
+    """Sample i: a row of float32s filled with i (``large`` wide from ``large_from`` on), and
+    i as an array (so that both fields are built in the batch's block)."""
+
+    def __init__(self, n: int, small: int, large: int = 0, large_from: int | None = None) -> None:
+        self.n, self.small, self.large = n, small, large
+        self.large_from = n if large_from is None else large_from
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        width = self.large if i >= self.large_from else self.small
+        return np.full(width, i, np.float32), np.array([i])
+
+
+def block_of(array: np.ndarray) -> object:
+    """The reused block (a bytearray) ``array`` lies in; None for ordinary memory."""
+    base = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return base.obj if isinstance(base, memoryview) else None
+
+
+def check(batch, first: int, width: int) -> None:
+    rows, ids = batch
+    expected = np.arange(first, first + len(ids))[:, None]
+    assert ids.tolist() == expected.tolist()
+    assert rows.shape == (len(ids), width)
+    assert (rows == expected).all()
+
+
+def thread_loader(dataset: Rows, num_workers: int) -> fl.DataLoader:
+    return fl.DataLoader(dataset, batch_size=4, num_workers=num_workers, worker_method="thread")
+
+
+@pytest.fixture
+def min_block_bytes(monkeypatch):
+    """Lower the block threshold to the bytes given."""
+    return lambda nbytes: monkeypatch.setattr(buffers, "MIN_BLOCK_BYTES", nbytes)
+
+
+@pytest.mark.timeout(60)
+def test_blocks_are_reused_and_a_held_batch_is_never_written_over(min_block_bytes) -> None:
+    min_block_bytes(1)
+    held, held_from, blocks, ordinary = None, 0, [], 0
+    for k, batch in enumerate(thread_loader(Rows(200, small=4096), num_workers=2)):
+        check(batch, 4 * k, 4096)
+        block = block_of(batch[0])
+        assert block_of(batch[1]) is block  # the whole batch in one block
+        if block is None:
+            ordinary += 1  # each worker's first batch, which is measured
+            continue
+        if held is None:
+            held, held_from = batch, 4 * k  # kept to the end: its block must not come back
+        else:
+            assert block is not block_of(held[0])
+        blocks.append(id(block))
+    assert ordinary == 2
+    assert len(set(blocks)) < len(blocks) / 2  # the blocks are reused...
+    check(held, held_from, 4096)  # ...and the held batch is still what was loaded
+
+
+@pytest.mark.timeout(60)
+def test_a_batch_that_outgrows_its_block_is_right_and_the_next_block_fits(min_block_bytes) -> None:
+    min_block_bytes(1)
+    dataset = Rows(24, small=4096, large=16384, large_from=12)
+    placed = []  # per batch: (rows in a block, ids in a block)
+    for k, batch in enumerate(thread_loader(dataset, num_workers=1)):
+        check(batch, 4 * k, 4096 if k < 3 else 16384)
+        placed.append((block_of(batch[0]) is not None, block_of(batch[1]) is not None))
+    measured, small, partial, large = (False, False), (True, True), (False, True), (True, True)
+    assert placed == [measured, small, small, partial, large, large]
+
+
+@pytest.mark.timeout(60)
+def test_batches_that_become_large_later_get_blocks(min_block_bytes) -> None:
+    min_block_bytes(200_000)
+    small_batches, large_batches = 10, buffers.MEASURE_EVERY + 6
+    n, large_from = 4 * (small_batches + large_batches), 4 * small_batches
+    dataset = Rows(n, small=1024, large=16384, large_from=large_from)
+    in_blocks = []
+    for k, batch in enumerate(thread_loader(dataset, num_workers=1)):
+        check(batch, 4 * k, 1024 if k < small_batches else 16384)
+        in_blocks.append(block_of(batch[0]) is not None)
+    assert not any(in_blocks[:small_batches])  # 16 KB batches: below the threshold
+    assert all(in_blocks[-5:])  # a large batch was measured: blocks from then on
