@@ -5,8 +5,9 @@
 
 The first run stops itself abruptly at step 25 (as a preempted job would); the second run
 loads the last checkpoint and continues with exactly the batches the first run would have
-seen next, even though it uses another number of workers. NumPy only: the "model" is a
-running sum, so you can check that nothing was lost or repeated.
+seen next, even though it uses another number of workers (with no checkpoint yet, say after
+``--crash-at 7``, it starts from the beginning). NumPy only: the "model" is a running sum, so
+you can check that nothing was lost or repeated.
 """
 
 from __future__ import annotations
@@ -38,6 +39,31 @@ def save(path: str, model: dict, loader: fl.DataLoader) -> None:
     os.replace(temporary, path)  # never leave a half-written checkpoint
 
 
+def load(path: str, loader: fl.DataLoader) -> dict | None:
+    """The model saved at ``path``, with ``loader`` moved to where it was; None if there is
+    no checkpoint (the job stopped before its first one)."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as stream:
+        saved = json.load(stream)
+    loader.load_state_dict(saved["loader"])
+    return saved["model"]
+
+
+def start(args: argparse.Namespace, loader: fl.DataLoader) -> dict:
+    """The model to train: the checkpoint's with ``--resume`` (if there is one), else new.
+    A new run first removes a checkpoint an earlier run left, which is not its own."""
+    if args.resume:
+        model = load(args.checkpoint, loader)
+        if model is not None:
+            print(f"resuming from the checkpoint of step {model['step']}", flush=True)
+            return model
+        print(f"no checkpoint at {args.checkpoint}: starting from the beginning", flush=True)
+    elif os.path.exists(args.checkpoint):
+        os.remove(args.checkpoint)
+    return {"step": 0, "epoch": 0, "total": 0.0, "seen": 0}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="checkpoint and resume a training loop")
     parser.add_argument("--checkpoint", required=True)
@@ -49,13 +75,8 @@ def main() -> None:
 
     workers = 1 if args.resume else 2  # resuming with another num_workers is fine
     loader = fl.DataLoader(Squares(), batch_size=16, shuffle=True, num_workers=workers, generator=0)
-    model = {"step": 0, "epoch": 0, "total": 0.0, "seen": 0}
-    if args.resume:
-        with open(args.checkpoint) as stream:
-            saved = json.load(stream)
-        model = saved["model"]
-        loader.load_state_dict(saved["loader"])
-
+    model = start(args, loader)
+    last_saved = "none yet"
     for epoch in range(model["epoch"], args.epochs):
         model["epoch"] = epoch
         for batch in loader:
@@ -64,11 +85,14 @@ def main() -> None:
             model["seen"] += len(batch)
             if model["step"] % args.every == 0:
                 save(args.checkpoint, model, loader)
+                last_saved = f"step {model['step']}"
             if not args.resume and model["step"] == args.crash_at:
-                print(f"crashing at step {model['step']} (last checkpoint: step 20)", flush=True)
+                crash = f"crashing at step {model['step']} (last checkpoint: {last_saved})"
+                print(crash, flush=True)
                 os._exit(1)
         model["epoch"] = epoch + 1
         save(args.checkpoint, model, loader)
+        last_saved = f"step {model['step']}"
     print(json.dumps({"steps": model["step"], "seen": model["seen"], "total": model["total"]}))
 
 

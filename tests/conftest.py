@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import gc
 import importlib.util
-import multiprocessing
-import time
+from collections.abc import Generator
 
 import pytest
 
-from flowloader._ipc import shm
+from . import leak_guard
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -40,15 +38,18 @@ def no_worker_left(request: pytest.FixtureRequest):
     """Every test outside tests/integration/ (whose conftest.py also counts descriptors) may
     start workers too: none of them, and none of their /dev/shm segments, may outlive it."""
     yield
-    if "integration" in request.node.path.parts:
-        return
-    deadline = time.monotonic() + 5
-    while True:
-        children = [p for p in multiprocessing.active_children() if p.name.startswith("flowloader")]
-        segments = shm.list_segments(shm.process_prefix())
-        if not (children or segments) or time.monotonic() > deadline:
-            break
-        gc.collect()  # an exception kept by the test (pytest.raises) keeps its iterator
-        time.sleep(0.05)
-    assert not children, f"worker processes left running: {children}"
-    assert not segments, f"shared-memory segments left in {shm.shm_dir()}: {segments}"
+    if "integration" not in request.node.path.parts:
+        leak_guard.check_nothing_left(request.node.nodeid, leak_guard.workers_and_segments)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> Generator[None]:
+    """Last in pytest's report, above its counts: how many tests skipped for a missing
+    optional package, and the pip install that brings them (tests/skip_summary.py); the tests
+    whose workers only the garbage collector stopped (tests/leak_guard.py)."""
+    from . import skip_summary
+
+    result = yield
+    skip_summary.write(terminalreporter)
+    leak_guard.write_summary(terminalreporter)
+    return result

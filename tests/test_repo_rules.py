@@ -15,9 +15,9 @@ MAX_MODULE_LINES = 600
 
 # Lowest first: a module may import only from its own layer or lower ones.
 LAYERS = [
-    {"errors", "_compat", "stats"},
+    {"errors", "_compat", "stats", "_warn"},
     {"_seed", "_ipc", "randomness", "_skip"},
-    {"batching", "dataset", "sampler", "distributed", "collate", "_fetch", "_output"},
+    {"batching", "dataset", "sampler", "distributed", "collate", "_fetch", "_output", "mixture"},
     {"_worker"},
     {"_state", "_plan", "_iter"},
     {"dataloader", "sharding"},

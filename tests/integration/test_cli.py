@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
+import pathlib
+import re
 import subprocess
 import sys
 
 import pytest
 
-from flowloader.cli import sample_data
+from flowloader.cli import pipelines, sample_data
+from flowloader.cli.bench import format_table
+from flowloader.cli.main import build_parser
+from flowloader.cli.make_shards import read_back
+from flowloader.cli.progress import Progress
 from flowloader.vision import datasets, image_backend
+
+STAGES = ("read", "transform", "collate", "transport", "wait")
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+# A progress line: its label, then only labelled numbers ("30 batches, 628 samples/s").
+PROGRESS_LINE = re.compile(r"^[^:]+: (\[[#.]{24}\] )?[\d,]+(/[\d,]+)? [a-z]+(, [\d,]+ [a-z/]+)*$")
+BENCH_PROGRESS = re.compile(r"flowloader ([\w-]+) workers=(\d+): [\d,]+ batches, [\d,]+ samples/s")
 
 RECORD_KEYS = {
     "library": str,
@@ -34,13 +47,16 @@ RECORD_KEYS = {
 }
 
 
-def flowloader(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def flowloader(
+    *args: str, env: dict | None = None, cwd: str | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "flowloader", *args],
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
 
 
@@ -72,6 +88,8 @@ def test_help_and_version() -> None:
     ("args", "message"),
     [
         (["bench", "--workers", "x"], "--workers"),
+        (["bench", "--workers", "0,,2"], "--workers"),
+        (["bench", "--workers", "0,1,"], "--workers"),
         (["bench", "--workers", "-1"], "non-negative"),
         (["bench", "--pipeline", "resnet"], "unknown pipeline"),
         (["bench", "--batch-size", "0"], "positive"),
@@ -79,6 +97,8 @@ def test_help_and_version() -> None:
         (["bench", "/no/such/dir"], "no such directory"),
         (["bench", "--compare", "tensorflow"], "invalid choice"),
         (["make-dataset", "cifar", "x"], "invalid choice"),
+        (["make-shards", "/no/such/dir", "out"], "/no/such/dir: no such directory"),
+        (["make-shards", "/dev/null", "out"], "/dev/null: not a directory"),
         (["frobnicate"], "invalid choice"),
     ],
 )
@@ -102,13 +122,7 @@ def check_records(stdout: str) -> list[dict]:
     for record in records:
         for key, kind in RECORD_KEYS.items():
             assert isinstance(record[key], kind), (key, record[key])
-        assert set(record["stage_ms_per_batch"]) == {
-            "read",
-            "transform",
-            "collate",
-            "transport",
-            "wait",
-        }
+        assert set(record["stage_ms_per_batch"]) == set(STAGES)
         assert 0.0 <= record["data_wait_fraction"] <= 1.0
         assert record["samples"] > 0
     return records
@@ -136,9 +150,105 @@ def test_bench_on_a_tiny_image_folder(tiny_images) -> None:
 def test_bench_table_on_tiny_mnist(tiny_mnist) -> None:
     done = flowloader("bench", tiny_mnist, "--seconds", "0.5", "--workers", "0,2")
     assert done.returncode == 0, done.stderr
-    assert "samples/s" in done.stdout
+    printed = done.stdout.splitlines()
+    assert printed[1] == f"JPEG decoding: {image_backend()}"
+    assert printed[3] == readme_bench_example()[1][2]  # the README's columns, no "vs torch"
     assert "mnist: fastest at num_workers=" in done.stdout
-    assert f"JPEG decoding: {image_backend()}" in done.stdout
+    runs = [BENCH_PROGRESS.fullmatch(line).groups() for line in done.stderr.splitlines()]
+    assert runs == [("mnist", "0"), ("mnist", "2")]
+
+
+def readme_bench_example() -> tuple[list[str], list[str]]:
+    """The README's example of ``flowloader bench``: its progress lines and its table."""
+    blocks: list[list[str]] = []
+    inside = False
+    for line in README.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            inside = not inside
+            if inside:
+                blocks.append([])
+        elif inside:
+            blocks[-1].append(line)
+    [example] = [block for block in blocks if any("JPEG decoding:" in line for line in block)]
+    table_at = next(i for i, line in enumerate(example) if line.startswith("JPEG decoding:"))
+    return [line for line in example[:table_at] if line], example[table_at:]
+
+
+def records_from(table: list[str]) -> list[dict]:
+    """The records that a table's rows show (the numbers as printed)."""
+    rows = table[4 : table.index("", 4)]
+    records = []
+    for row in rows:
+        pipeline, workers, rate, batch_rate, mb, first, cores, *stages = row.split()
+        records.append(
+            {
+                "library": "flowloader",
+                "pipeline": pipeline,
+                "num_workers": int(workers),
+                "samples_per_s": float(rate.replace(",", "")),
+                "batches_per_s": float(batch_rate),
+                "mb_per_s": float(mb),
+                "first_batch_s": float(first.removesuffix("s")),
+                "cores_used": float(cores),
+                "stage_ms_per_batch": dict(zip(STAGES, map(float, stages), strict=True)),
+                "image_backend": table[0].removeprefix("JPEG decoding: "),
+            }
+        )
+    return records
+
+
+def test_the_readme_bench_example_is_what_the_readme_command_prints() -> None:
+    """The README's example runs what ``flowloader bench`` runs (every pipeline at its
+    default workers), and its table is exactly what the command prints for those numbers:
+    the same columns, widths and notes."""
+    progress, table = readme_bench_example()
+    records = records_from(table)
+    defaults = build_parser().parse_args(["bench"])
+    runs = [(p, w) for p in pipelines.PIPELINES for w in defaults.workers]
+    assert [(r["pipeline"], r["num_workers"]) for r in records] == runs
+    assert format_table(records) == table
+    assert [BENCH_PROGRESS.fullmatch(line).groups() for line in progress] == [
+        (p, str(w)) for p, w in runs
+    ]
+
+
+def test_the_vs_torch_column_is_there_only_when_torch_ran() -> None:
+    ours = {
+        "library": "flowloader",
+        "pipeline": "mnist",
+        "num_workers": 0,
+        "samples_per_s": 1000.0,
+        "batches_per_s": 10.0,
+        "mb_per_s": 3.0,
+        "first_batch_s": 0.01,
+        "cores_used": 1.0,
+        "stage_ms_per_batch": dict.fromkeys(STAGES, 1.0),
+        "image_backend": "pillow (test)",
+    }
+    alone = format_table([ours])
+    assert "vs torch" not in alone[2]
+    assert len(alone[4]) == len(alone[2])  # the row fills every column, the last included
+    torch = {**ours, "library": "torch", "samples_per_s": 500.0, "stage_ms_per_batch": None}
+    compared = format_table([ours, torch])
+    assert compared[2].endswith("vs torch")
+    assert compared[4].endswith("2.00x")
+    assert compared[5].startswith("  (torch)")
+
+
+@pytest.mark.parametrize(
+    ("total", "line"),
+    [
+        (None, "run: 3,000 batches, 628 samples/s"),
+        (4000, "run: [##################......] 3,000/4,000 batches, 628 samples/s"),
+    ],
+)
+def test_every_number_on_a_progress_line_is_labelled(total, line) -> None:
+    stream = io.StringIO()
+    progress = Progress("run", total, "batches", stream)
+    progress.update(3000, "628 samples/s")
+    progress.close()
+    assert stream.getvalue() == line + "\n"
+    assert PROGRESS_LINE.match(line)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is not None, reason="matplotlib present")
@@ -156,10 +266,18 @@ def test_compare_without_torchvision_is_a_clear_error(tiny_mnist) -> None:
     assert "torchvision" in done.stderr
 
 
-@pytest.mark.parametrize("kind", ["imagenet-like", "mnist"])
-def test_make_dataset(kind, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("imagenet-like", "an ImageNet-like ImageFolder of JPEGs"),
+        ("mnist", "an MNIST-format dataset"),
+    ],
+)
+def test_make_dataset(kind, said, tmp_path) -> None:
     done = flowloader("make-dataset", kind, str(tmp_path / kind), "--images", "40")
     assert done.returncode == 0, done.stderr
+    assert done.stdout == f"wrote {said} to {tmp_path / kind}\n"
+    assert PROGRESS_LINE.match(done.stderr.strip()), done.stderr
     if kind == "mnist":
         assert len(datasets.MNIST(str(tmp_path / kind))) == 40
     else:
@@ -175,3 +293,29 @@ def test_builtin_sample_data_is_made_once_and_cached(tmp_path, monkeypatch) -> N
     assert sample_data.builtin("mnist") == root
     assert os.path.getmtime(os.path.join(root, "MNIST", "raw", "train-images-idx3-ubyte")) == stamp
     assert not os.path.exists(root + ".partial")
+
+
+def test_make_shards_says_how_to_read_them_back(tiny_images, tmp_path) -> None:
+    """As a user would: pack an ImageFolder, then run the line the command printed."""
+    done = flowloader("make-shards", tiny_images, "SHARDS", "--max-count", "5", cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    said, line = done.stdout.splitlines()
+    assert said == "12 samples in 3 shards in SHARDS (3 written, 0 already complete)"
+    assert line == "read them with: flowloader.vision.datasets.ImageShards('SHARDS')"
+    assert PROGRESS_LINE.match(done.stderr.strip()), done.stderr
+    script = (
+        f"import flowloader\nds = {line.removeprefix('read them with: ')}\nprint(len(ds), ds[0][1])"
+    )
+    read = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.split() == ["12", "0"]
+    assert len(datasets.ImageShards(str(tmp_path / "SHARDS" / "*.tar"))) == 12
+
+
+def test_the_read_back_line_names_the_image_member() -> None:
+    assert read_back("out", ["png"]) == (
+        "flowloader.vision.datasets.ImageShards('out', image_key='png')"
+    )
+    assert read_back("out", ["jpeg", "jpg"]).startswith("flowloader.shards.ShardedDataset('out')")

@@ -25,6 +25,14 @@ class UsageError(Exception):
     """A problem with the command line or the data; reported in one line, exit code 2."""
 
 
+def require_directory(path: str) -> None:
+    """Raise a UsageError unless ``path`` is a directory (the commands' data roots)."""
+    if not os.path.exists(path):
+        raise UsageError(f"{path}: no such directory")
+    if not os.path.isdir(path):
+        raise UsageError(f"{path}: not a directory")
+
+
 @dataclass
 class Options:
     root: str | None
@@ -44,8 +52,7 @@ def roots_for(options: Options) -> dict[str, str]:
         image_root = sample_data.builtin("imagenet-like")
         mnist_root = sample_data.builtin("mnist")
         return {p: mnist_root if p == "mnist" else image_root for p in options.pipelines}
-    if not os.path.isdir(options.root):
-        raise UsageError(f"{options.root}: no such directory")
+    require_directory(options.root)
     kind = pipelines.kind_of(options.root)
     for pipeline in options.pipelines:
         if (pipeline == "mnist") != (kind == "mnist"):
@@ -96,7 +103,7 @@ def run_once(
         ds, batch_size=options.batch_size, shuffle=pipeline != "imagenet-val", num_workers=workers
     )
     total = len(loader) * options.epochs if options.epochs else None
-    progress = Progress(f"{library} {pipeline} workers={workers}", total)
+    progress = Progress(f"{library} {pipeline} workers={workers}", total, "batches")
     cpu_before, children_before = _self_cpu_s(), _children_cpu_s()
     started = time.perf_counter()
     samples = batches = nbytes = 0
@@ -120,6 +127,7 @@ def run_once(
         if options.seconds is not None and time.perf_counter() - started >= options.seconds:
             break
     elapsed = time.perf_counter() - started
+    progress.update(batches, f"{samples / elapsed:,.0f} samples/s")  # the table's figure
     progress.close()
     stats = LoaderStats.merged(epochs_stats) if epochs_stats else None
     cpu = (_self_cpu_s() - cpu_before) + (_children_cpu_s() - children_before)
@@ -148,49 +156,61 @@ def run_once(
 
 
 STAGE_COLUMNS = ("read", "transform", "collate", "transport", "wait")
+FOOTNOTE = (
+    "ms per batch: read = dataset time outside transforms (file read; decode on the Pillow path:",
+    "the native kernel decodes inside transform); wait = time the training loop spent inside",
+    "next(). This loop does no work, so it always waits: in real training, iterator.stats() tells",
+    "whether the loop is input-bound.",
+)
 
 
-def print_table(records: list[dict[str, Any]]) -> None:
-    print(f"JPEG decoding: {image_backend()}\n")
-    header = (
-        f"{'pipeline':<15}{'workers':>8}{'samples/s':>11}{'batches/s':>10}{'MB/s':>8}"
-        f"{'1st batch':>10}{'cores':>7}  ms per batch: "
-        + " ".join(f"{c:>9}" for c in STAGE_COLUMNS)
-        + f"{'vs torch':>10}"
-    )
-    print(header)
-    print("-" * len(header))
+def format_table(records: list[dict[str, Any]]) -> list[str]:
+    """The lines of the table that ``flowloader bench`` prints for ``records``. The
+    ``vs torch`` column is there only when torch ran (``--compare torch``)."""
     torch_rate = {
         (r["pipeline"], r["num_workers"]): r["samples_per_s"]
         for r in records
         if r["library"] == "torch"
     }
-    for r in records:
-        name = r["pipeline"] if r["library"] == "flowloader" else "  (torch)"
-        stages = r.get("stage_ms_per_batch")
-        stage_text = " ".join(f"{stages[c]:9.2f}" if stages else f"{'-':>9}" for c in STAGE_COLUMNS)
-        ratio = ""
-        if r["library"] == "flowloader" and (r["pipeline"], r["num_workers"]) in torch_rate:
-            ratio = f"{r['samples_per_s'] / torch_rate[(r['pipeline'], r['num_workers'])]:.2f}x"
-        first = f"{r['first_batch_s']:.3f}s" if r["first_batch_s"] is not None else "-"
-        print(
-            f"{name:<15}{r['num_workers']:>8}{r['samples_per_s']:>11,.0f}{r['batches_per_s']:>10.1f}"
-            f"{r['mb_per_s']:>8.0f}{first:>10}{r['cores_used']:>7.2f}                "
-            f"{stage_text}{ratio:>10}"
-        )
-    print(
-        "\nms per batch: read = dataset time outside transforms (file read; decode on the Pillow "
-        "path: the native\nkernel decodes inside transform); wait = time the training loop "
-        "spent inside next(). This loop\ndoes no work, so it always waits: "
-        "in real training, iterator.stats()\ntells whether the loop is input-bound."
-    )
+    header = _header(compared=bool(torch_rate))
+    lines = [f"JPEG decoding: {records[0]['image_backend']}", "", header, "-" * len(header)]
+    lines += [_row(r, torch_rate) for r in records]
+    lines += ["", *FOOTNOTE, ""]
     for pipeline in dict.fromkeys(r["pipeline"] for r in records):
         ours = [r for r in records if r["pipeline"] == pipeline and r["library"] == "flowloader"]
         best = max(ours, key=lambda r: r["samples_per_s"])
-        print(
+        lines.append(
             f"{pipeline}: fastest at num_workers={best['num_workers']}, "
-            f"{best['samples_per_s']:,.0f} samples/s on {best['cores_used']:.1f} cores"
+            f"{best['samples_per_s']:,.0f} samples/s on {best['cores_used']:.2f} cores"
         )
+    return lines
+
+
+def _header(compared: bool) -> str:
+    return (
+        f"{'pipeline':<15}{'workers':>8}{'samples/s':>11}{'batches/s':>10}{'MB/s':>8}"
+        f"{'1st batch':>10}{'cores':>7}  ms per batch: "
+        + " ".join(f"{c:>9}" for c in STAGE_COLUMNS)
+        + (f"{'vs torch':>10}" if compared else "")
+    )
+
+
+def _row(r: dict[str, Any], torch_rate: dict[tuple[str, int], float]) -> str:
+    """One run's line; ``torch_rate``: torch's samples/s per (pipeline, workers), if it ran."""
+    name = r["pipeline"] if r["library"] == "flowloader" else "  (torch)"
+    stages = r.get("stage_ms_per_batch")
+    stage_text = " ".join(f"{stages[c]:9.2f}" if stages else f"{'-':>9}" for c in STAGE_COLUMNS)
+    first = f"{r['first_batch_s']:.3f}s" if r["first_batch_s"] is not None else "-"
+    line = (
+        f"{name:<15}{r['num_workers']:>8}{r['samples_per_s']:>11,.0f}{r['batches_per_s']:>10.1f}"
+        f"{r['mb_per_s']:>8.0f}{first:>10}{r['cores_used']:>7.2f}                {stage_text}"
+    )
+    if not torch_rate:
+        return line
+    theirs = torch_rate.get((r["pipeline"], r["num_workers"]))
+    ours = r["library"] == "flowloader"
+    ratio = f"{r['samples_per_s'] / theirs:.2f}x" if ours and theirs else ""
+    return f"{line}{ratio:>10}"
 
 
 def plot(records: list[dict[str, Any]], path: str) -> None:
@@ -245,7 +265,7 @@ def run(options: Options) -> int:
                     print(json.dumps(record), flush=True)
     if not options.json:
         print()
-        print_table(records)
+        print("\n".join(format_table(records)))
     if options.plot is not None:
         plot(records, options.plot)
         print(f"plot written to {options.plot}", file=sys.stderr)

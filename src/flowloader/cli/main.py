@@ -25,12 +25,12 @@ class _Parser(argparse.ArgumentParser):
 
 def _int_list(text: str) -> list[int]:
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        values = [int(v) for v in text.split(",")]  # an empty item ("0,,2") is an error too
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated integers, got {text!r}"
         ) from None
-    if not values or any(v < 0 for v in values):
+    if any(v < 0 for v in values):
         raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
     return values
 
@@ -130,10 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _make_shards(args: argparse.Namespace) -> int:
-    from .make_shards import pack_image_folder, plan_image_folder
+    from .bench import require_directory
+    from .make_shards import pack_image_folder, plan_image_folder, read_back
     from .progress import Progress
 
-    bar = Progress("make-shards", len(plan_image_folder(args.source)))
+    require_directory(args.source)
+    bar = Progress("make-shards", len(plan_image_folder(args.source)), "images")
     try:
         report = pack_image_folder(
             args.source, args.destination, args.max_count, args.max_size, bar.update
@@ -144,6 +146,7 @@ def _make_shards(args: argparse.Namespace) -> int:
         f"{report.samples} samples in {len(report.shards)} shards in {args.destination} "
         f"({report.written} written, {report.kept} already complete)"
     )
+    print(f"read them with: {read_back(args.destination, report.extensions)}")
     return 0
 
 
@@ -184,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _make_shards(args)
         if args.command == "make-dataset":
             sample_data.make(args.kind, args.directory, args.images)
-            print(f"wrote a {args.kind} sample dataset to {args.directory}")
+            print(f"wrote {sample_data.KINDS[args.kind]} to {args.directory}")
             return 0
     except UsageError as error:
         print(f"flowloader {args.command}: error: {error}", file=sys.stderr)

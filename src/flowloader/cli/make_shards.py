@@ -34,6 +34,18 @@ class PackReport:
     written: int
     kept: int
     samples: int
+    extensions: list[str]  # the images' members ("jpg", "png", ...), sorted
+
+
+def read_back(destination: str, extensions: list[str]) -> str:
+    """The line of Python that reads the shards in ``destination`` back."""
+    if extensions == ["jpg"]:
+        return f"flowloader.vision.datasets.ImageShards({destination!r})"
+    if len(extensions) == 1:
+        key = extensions[0]
+        return f"flowloader.vision.datasets.ImageShards({destination!r}, image_key={key!r})"
+    members = ", ".join(extensions)
+    return f"flowloader.shards.ShardedDataset({destination!r})  (images: {members}; labels: cls)"
 
 
 def plan_image_folder(source: str) -> list[Planned]:
@@ -67,7 +79,8 @@ def pack_image_folder(
     progress: Callable[[int], None] | None = None,
 ) -> PackReport:
     """Write ``source`` (an ImageFolder) as shards into ``destination``; resumable."""
-    groups = split(plan_image_folder(source), max_count, max_size)
+    planned = plan_image_folder(source)
+    groups = split(planned, max_count, max_size)
     os.makedirs(destination, exist_ok=True)
     paths, written, done = [], 0, 0
     for number, group in enumerate(groups):
@@ -94,7 +107,8 @@ def pack_image_folder(
         done += len(group)
         if progress is not None:
             progress(done)
-    return PackReport(paths, written, len(groups) - written, done)
+    extensions = sorted({sample.extension for sample in planned})
+    return PackReport(paths, written, len(groups) - written, done, extensions)
 
 
 def _complete(path: str, group: list[Planned]) -> bool:

@@ -11,7 +11,10 @@ from .progress import Progress
 
 IMAGENET_LIKE_CLASSES, IMAGENET_LIKE_PER_CLASS, IMAGENET_LIKE_SIZE = 20, 100, (500, 375)
 MNIST_SIZES = {"train_size": 60000, "test_size": 10000}
-KINDS = ("imagenet-like", "mnist")
+KINDS = {  # kind -> what it is, as make-dataset reports it
+    "imagenet-like": "an ImageNet-like ImageFolder of JPEGs",
+    "mnist": "an MNIST-format dataset",
+}
 
 
 def cache_dir() -> str:
@@ -29,7 +32,9 @@ def make(kind: str, directory: str, images: int | None = None) -> str:
         per_class = (
             IMAGENET_LIKE_PER_CLASS if images is None else max(1, images // IMAGENET_LIKE_CLASSES)
         )
-        progress = Progress(f"writing JPEGs to {directory}", IMAGENET_LIKE_CLASSES * per_class)
+        progress = Progress(
+            f"writing JPEGs to {directory}", IMAGENET_LIKE_CLASSES * per_class, "images"
+        )
         datasets.make_image_folder(
             directory,
             num_classes=IMAGENET_LIKE_CLASSES,
@@ -41,8 +46,8 @@ def make(kind: str, directory: str, images: int | None = None) -> str:
         return directory
     if kind == "mnist":
         train = MNIST_SIZES["train_size"] if images is None else images
-        progress = Progress(f"writing MNIST-format files to {directory}", None)
-        progress.update(train, "digits")
+        progress = Progress(f"writing MNIST-format files to {directory}", None, "digits")
+        progress.update(train)
         datasets.make_mnist(directory, train_size=train, test_size=MNIST_SIZES["test_size"] // 6)
         progress.close()
         return directory

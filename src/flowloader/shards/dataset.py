@@ -27,8 +27,10 @@ class ShardedDataset(Dataset[Any]):
     ``ds[i]`` is sample ``i`` as a dict (``__key__``, ``__url__`` (its shard), and one entry
     per extension holding the member's bytes), passed through ``transform`` when given.
 
-    ``urls``: a list of paths or URLs, a brace pattern (``shards/train-{0000..0146}.tar``) or
-    a ``.txt`` file listing them. Local paths and ``file://`` are read in place; ``http(s)://``
+    ``urls``: a list of paths or URLs, a local folder (its ``*.tar`` in sorted order, as
+    ``flowloader make-shards`` writes them), a glob (``shards/*.tar``; remote ones other than
+    http(s) are listed through fsspec), a brace pattern (``shards/train-{0000..0146}.tar``)
+    or a ``.txt`` file listing them. Local paths and ``file://`` are read in place; ``http(s)://``
     and any fsspec URL (``s3://``, ``gs://``, ... with fsspec and its backend installed) are
     fetched whole into ``cache_dir`` (``cache_limit_bytes`` caps it, least recently used
     first), or, with ``remote_reads="range"`` over HTTP, read one sample per byte-range
@@ -53,7 +55,7 @@ class ShardedDataset(Dataset[Any]):
     ) -> None:
         if remote_reads not in ("shard", "range"):
             raise ValueError(f"remote_reads should be 'shard' or 'range', got {remote_reads!r}")
-        self.urls = shard_list(urls)
+        self.urls = shard_list(urls, storage_options)
         self.transform = transform
         self.remote_reads = remote_reads
         self.cache = ShardCache(cache_dir, cache_limit_bytes, storage_options=storage_options)

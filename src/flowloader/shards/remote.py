@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import IO, TypeVar
+from typing import IO, Any, TypeVar
 
 T = TypeVar("T")
 
@@ -37,7 +37,7 @@ def _http(url: str, headers: dict[str, str] | None = None) -> IO[bytes]:
         raise
 
 
-def _fsspec_open(url: str, options: dict | None) -> IO[bytes]:
+def _fsspec(url: str) -> Any:
     try:
         import fsspec
     except ImportError:
@@ -45,7 +45,18 @@ def _fsspec_open(url: str, options: dict | None) -> IO[bytes]:
             f"reading {url} needs fsspec and its backend for that scheme "
             "(pip install 'flowloader[remote]', plus s3fs for s3://)"
         ) from None
-    return fsspec.open(url, "rb", **(options or {})).open()
+    return fsspec
+
+
+def _fsspec_open(url: str, options: dict | None) -> IO[bytes]:
+    return _fsspec(url).open(url, "rb", **(options or {})).open()
+
+
+def glob(pattern: str, options: dict | None = None) -> list[str]:
+    """The URLs of the objects matching the glob ``pattern`` (``s3://bucket/train-*.tar``),
+    sorted, listed through fsspec (not for http(s), which cannot list)."""
+    filesystem, path = _fsspec(pattern).core.url_to_fs(pattern, **(options or {}))
+    return sorted(filesystem.unstrip_protocol(found) for found in filesystem.glob(path))
 
 
 def open_remote(url: str, options: dict | None = None) -> IO[bytes]:

@@ -39,7 +39,7 @@ class ShardStream(IterableDataset):
         *,
         storage_options: dict[str, Any] | None = None,
     ) -> None:
-        self.urls = shard_list(urls)
+        self.urls = shard_list(urls, storage_options)
         self.transform = transform
         self.storage_options = storage_options
         self._position = (0, 0)  # (shards finished, samples of the next shard delivered)

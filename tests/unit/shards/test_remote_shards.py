@@ -163,3 +163,19 @@ def test_s3_shards_through_fsspec(s3, tmp_path) -> None:
         ShardedDataset(
             ["s3://shards/missing.tar"], cache_dir=str(tmp_path / "c2"), storage_options=s3
         )
+
+
+def test_an_s3_glob_is_listed_through_fsspec(s3, tmp_path) -> None:
+    import s3fs
+
+    endpoint = s3["client_kwargs"]["endpoint_url"]
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/globbed", method="PUT"))
+    fs = s3fs.S3FileSystem(**s3)
+    local = write_shards(numbered_samples(12), str(tmp_path / "g-%d.tar"), max_count=5)
+    for path in reversed(local):  # listed sorted, whatever the upload order
+        fs.put(path, f"globbed/{os.path.basename(path)}")
+    ds = ShardedDataset("s3://globbed/g-*.tar", cache_dir=str(tmp_path / "c"), storage_options=s3)
+    assert ds.urls == [f"s3://globbed/{os.path.basename(p)}" for p in local]
+    assert keys(ds) == expected_keys(12)
+    with pytest.raises(FileNotFoundError, match=r"s3://globbed/none-\*\.tar"):
+        ShardedDataset("s3://globbed/none-*.tar", storage_options=s3)

@@ -28,6 +28,11 @@ def test_every_sample_in_order_from_local_and_pipe_urls(shards) -> None:
     assert samples[0]["bin"] == b""
 
 
+def test_a_folder_or_a_glob_of_shards(shards, tmp_path) -> None:
+    assert ShardStream(str(tmp_path)).urls == shards
+    assert [number(s) for s in ShardStream(str(tmp_path / "part-*.tar"))] == list(range(35))
+
+
 def test_a_failing_command_is_named(tmp_path) -> None:
     with pytest.raises(OSError, match="exited with status"):
         list(ShardStream([f"pipe:cat {tmp_path}/missing.tar"]))

@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 import flowloader as fl
-from flowloader.shards import ShardedDataset, ShardFormatError, expand_braces, write_shards
+from flowloader.shards import (
+    ShardedDataset,
+    ShardFormatError,
+    expand_braces,
+    shard_list,
+    write_shards,
+)
 from flowloader.shards.tar_index import INDEX_SUFFIX
 
 from .conftest import numbered_samples
@@ -45,6 +51,45 @@ def test_urls_as_a_brace_pattern_or_a_listing_file(shards, tmp_path) -> None:
         "# training shards\n" + "\n".join(os.path.basename(s) for s in shards) + "\n"
     )
     assert ShardedDataset(str(listing)).urls == shards
+
+
+def test_urls_as_the_folder_make_shards_leaves(shards, tmp_path) -> None:
+    """A folder is its ``*.tar`` in sorted order (the sidecars and other files are not)."""
+    (tmp_path / "notes.txt").write_text("not a shard")
+    assert ShardedDataset(str(tmp_path)).urls == shards
+    assert ShardedDataset(tmp_path).urls == shards  # a pathlib.Path too
+    assert ShardedDataset(f"file://{tmp_path}").urls == shards
+
+
+def test_urls_as_a_glob(shards, tmp_path) -> None:
+    assert ShardedDataset(str(tmp_path / "*.tar")).urls == shards
+    assert ShardedDataset(str(tmp_path / "part-00[13].tar")).urls == [shards[1], shards[3]]
+    assert ShardedDataset(str(tmp_path / "part-00{1,3}.tar")).urls == [shards[1], shards[3]]
+    assert len(ShardedDataset(str(tmp_path / "part-*.tar"))) == 35
+
+
+def test_a_file_whose_name_looks_like_a_glob_is_itself(shards, tmp_path) -> None:
+    odd = tmp_path / "odd[1].tar"
+    os.replace(shards[1], odd)
+    assert ShardedDataset(str(odd)).urls == [str(odd)]
+
+
+def test_a_folder_without_shards_or_a_glob_matching_none_is_an_error_naming_it(tmp_path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "a.jpg").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match=r"no \.tar shards in the folder .*empty"):
+        ShardedDataset(str(empty))
+    with pytest.raises(FileNotFoundError, match=r"no shards match .*empty/\*\.tar"):
+        ShardedDataset(str(empty / "*.tar"))
+
+
+def test_http_urls_and_pipe_commands_are_never_globbed() -> None:
+    query = "https://host/shard-0.tar?token=a[1]"
+    assert shard_list(query) == [query]
+    assert shard_list("pipe:cat shards/*.tar") == ["pipe:cat shards/*.tar"]
+    with pytest.raises(ValueError, match="HTTP cannot list a folder"):
+        shard_list("https://host/shards/*.tar")
 
 
 def test_transform_sees_the_raw_sample(shards) -> None:
