@@ -23,6 +23,7 @@ from .dataset import (
     random_split,
 )
 from .distributed import DistributedSampler
+from .mixture import Mixture, MixtureBatchSampler
 from .randomness import SampleRngs, SampleSeeds, sample_context, sample_rng
 from .sampler import (
     BatchSampler,
@@ -45,6 +46,8 @@ __all__ = [
     "Dataset",
     "DistributedSampler",
     "IterableDataset",
+    "Mixture",
+    "MixtureBatchSampler",
     "RandomSampler",
     "SampleRngs",
     "SampleSeeds",

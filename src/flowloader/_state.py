@@ -8,6 +8,10 @@ from typing import Any
 
 from ._plan import LoadPlan
 from ._seed import generator_state, restore_generator
+from .distributed import DistributedSampler
+from .mixture import Mixture
+from .mixture.dataset import resume_differences
+from .sampler import SequentialSampler
 
 __all__ = [
     "STATE_VERSION",
@@ -26,15 +30,53 @@ def sampler_state(sampler: Any) -> Any:
     return state_dict() if callable(state_dict) else None
 
 
-def skip_in_sampler(index_sampler: Any, batches: int) -> bool:
-    """Have the sampler itself pass over the ``batches`` batches already delivered, where it
-    can (DistributedSampler resumed on another world size: ``restart_after``); False when it
-    cannot, and the loader must skip them."""
-    inner, per_batch = index_sampler, 1
+def _unbatched(index_sampler: Any) -> tuple[Any, int]:
+    """(the sampler of dataset indices inside ``index_sampler``, indices per batch)."""
     if hasattr(index_sampler, "batch_size") and hasattr(index_sampler, "sampler"):
-        inner, per_batch = index_sampler.sampler, index_sampler.batch_size
+        return index_sampler.sampler, index_sampler.batch_size
+    return index_sampler, 1
+
+
+def saved_batch_size(state: dict[str, Any]) -> int:
+    """The batch size the state was saved with (1 for batch_size=None)."""
+    return state["fingerprint"].get("batch_size") or 1
+
+
+def skip_in_sampler(index_sampler: Any, state: dict[str, Any]) -> bool:
+    """Have the sampler itself pass over the batches ``state`` says were delivered, where it
+    can (a DistributedSampler resumed on another world size or batch size: ``restart_after``);
+    False when it cannot, and the loader must skip them."""
+    inner, per_batch = _unbatched(index_sampler)
     restart = getattr(inner, "restart_after", None)
-    return callable(restart) and bool(restart(batches * per_batch))
+    saved = saved_batch_size(state)
+    read = state["batches_yielded"] * saved
+    return callable(restart) and bool(restart(read, regroup=per_batch != saved))
+
+
+def regroups(plan: LoadPlan) -> bool:
+    """Whether the loader's sampler can continue a state saved with another batch size
+    (DistributedSampler: a world size changed with the global batch kept)."""
+    inner, _ = _unbatched(plan.index_sampler)
+    return callable(getattr(inner, "restart_after", None))
+
+
+def consumed_prefix(plan: LoadPlan, state: dict[str, Any]) -> int:
+    """How many of the dataset's first positions the epoch of ``state`` may have read: its
+    positions read so far all lie below this. Exact for the samplers that read the dataset in
+    order (SequentialSampler, DistributedSampler without shuffle); every position otherwise."""
+    length = len(plan.dataset)
+    inner, _ = _unbatched(plan.index_sampler)
+    read = state["batches_yielded"] * saved_batch_size(state)
+    positions_read = getattr(inner, "positions_read", None)  # MixtureBatchSampler
+    if callable(positions_read):
+        return min(positions_read(read), length)
+    if isinstance(inner, SequentialSampler):
+        return min(read, length)
+    if isinstance(inner, DistributedSampler) and not inner.shuffle:
+        saved = state.get("sampler") or {}
+        replicas = int(saved.get("num_replicas", inner.num_replicas))
+        return min(int(saved.get("start", 0)) + read * replicas, length)
+    return length
 
 
 def fingerprint(plan: LoadPlan) -> dict[str, Any]:
@@ -66,11 +108,18 @@ def check_resumable(state: dict[str, Any], plan: LoadPlan) -> None:
             f"(this flowloader reads version {STATE_VERSION})"
         )
     current = fingerprint(plan)
+    mixture = plan.dataset if isinstance(plan.dataset, Mixture) else None
+    if mixture is not None:  # a reweighted Mixture may change length: it checks its own state
+        del current["dataset_length"]
+    if regroups(plan) and plan.batch_size is not None and state["fingerprint"].get("batch_size"):
+        del current["batch_size"]  # the sampler regroups what is left into this batch size
     differences = [
         f"{key}: saved {state['fingerprint'].get(key)!r}, this loader {value!r}"
         for key, value in current.items()
         if state["fingerprint"].get(key) != value
     ]
+    if mixture is not None and state.get("dataset") is not None:
+        differences += resume_differences(mixture, state["dataset"], consumed_prefix(plan, state))
     if differences:
         raise ValueError(
             "this DataLoader state does not fit this loader: " + "; ".join(differences)
@@ -139,8 +188,11 @@ class Position:
 
 
 def _dataset_state(plan: LoadPlan) -> Any:
-    """An iterable dataset's own state where the loader iterates the very object (in-process);
-    workers iterate copies whose position the main process cannot ask."""
+    """A Mixture's description (what a resumed one must agree with), or an iterable
+    dataset's own state where the loader iterates the very object (in-process); workers
+    iterate copies whose position the main process cannot ask."""
+    if isinstance(plan.dataset, Mixture):
+        return plan.dataset.state_dict()
     state_dict = getattr(plan.dataset, "state_dict", None)
     if plan.iterable and plan.num_workers == 0 and callable(state_dict):
         return state_dict()

@@ -142,13 +142,14 @@ class DistributedSampler(Sampler[int]):
         self.start = int(state.get("start", 0))
         self._saved_replicas = int(state.get("num_replicas", self.num_replicas))
 
-    def restart_after(self, samples_per_rank: int) -> bool:
+    def restart_after(self, samples_per_rank: int, regroup: bool = False) -> bool:
         """Continue a pass that was saved after every rank of the saved world had taken
-        ``samples_per_rank`` samples. Same world size: returns False and the loader skips what
-        was delivered (exactly the uninterrupted order). Another world size: the samples not
-        yet delivered are dealt out again over this world, each rank getting as many (padding
-        or dropping as this sampler's ``drop_last`` says), and True is returned."""
-        if self._saved_replicas == self.num_replicas:
+        ``samples_per_rank`` samples. Same world size and batch size: returns False and the
+        loader skips what was delivered (exactly the uninterrupted order). Another world
+        size, or ``regroup`` (another batch size): the samples not yet delivered are dealt out
+        again over this world, each rank getting as many (padding or dropping as this
+        sampler's ``drop_last`` says), and True is returned."""
+        if self._saved_replicas == self.num_replicas and not regroup:
             return False
         per_rank = min(samples_per_rank, self._pass_length(self.start, self._saved_replicas))
         self.start = min(self.start + per_rank * self._saved_replicas, self._size)

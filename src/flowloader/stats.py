@@ -139,6 +139,9 @@ class LoaderStats:
     skipped: list = field(default_factory=list)
     # Workers that died and were replaced this epoch (max_worker_restarts).
     worker_restarts: int = 0
+    # For a flowloader.Mixture: the samples each source gave the consumer (source name ->
+    # count), counted from the batches handed out; None for any other dataset.
+    sources: dict[str, int] | None = None
     # "process" or "thread" workers ("" without workers), and whether this Python runs
     # without the GIL (free-threaded CPython), where thread workers use every core.
     worker_method: str = ""
@@ -198,6 +201,10 @@ class LoaderStats:
                 total.stage_s[name] += seconds
             total.skipped.extend(part.skipped)
             total.worker_restarts += part.worker_restarts
+            if part.sources is not None:
+                total.sources = total.sources or {}
+                for name, count in part.sources.items():
+                    total.sources[name] = total.sources.get(name, 0) + count
         if parts:
             total.worker_method = parts[0].worker_method
             total.first_batch_s = parts[0].first_batch_s
@@ -219,6 +226,7 @@ class LoaderStats:
             "input_bound": self.input_bound,
             "skipped": len(self.skipped),
             "worker_restarts": self.worker_restarts,
+            "sources": dict(self.sources) if self.sources is not None else None,
             "worker_method": self.worker_method,
             "free_threaded": self.free_threaded,
         }

@@ -20,9 +20,11 @@ from .._plan import LoadPlan
 from .._skip import SkipLedger
 from .._warn import warn_at_user
 from ..errors import LoaderTimeoutError, WorkerCrashedError
+from ..mixture import Mixture
 from .dispatcher import Dispatcher
 from .events import Assignment, Emptied, Event, Failed, Loaded, Restart, StreamEnded, WorkerDied
 from .reorder import ReorderBuffer
+from .source_counts import SourceCounts
 
 _END = object()
 
@@ -110,6 +112,8 @@ class Epoch:
         self._ledger = SkipLedger(plan.max_skipped) if plan.skip_errors else None
         if self._ledger is not None:
             self.stats.skipped = self._ledger.skipped
+        # Per-source counts of a Mixture's samples handed out (stats().sources).
+        self._sources = SourceCounts(plan.dataset) if isinstance(plan.dataset, Mixture) else None
         self._worker_cpu = worker_cpu if worker_cpu is not None else {}
         self._cpu_at_start = dict(self._worker_cpu)
         self._started_at = time.perf_counter()
@@ -126,11 +130,11 @@ class Epoch:
         if resume["sampler"] is not None:
             plan.index_sampler.load_state_dict(resume["sampler"])
         skip = resume["batches_yielded"]
-        if not plan.iterable and _state.skip_in_sampler(plan.index_sampler, skip):
+        if not plan.iterable and _state.skip_in_sampler(plan.index_sampler, resume):
             return 0  # the sampler itself now begins after what was delivered
         saved = resume.get("dataset")
         restore = getattr(plan.dataset, "load_state_dict", None)
-        if saved is not None and plan.num_workers == 0 and callable(restore):
+        if plan.iterable and saved is not None and plan.num_workers == 0 and callable(restore):
             # The stream restores its own position, before iter() starts it: no fast-forward.
             restore(saved)
             self._stream_restored = True
@@ -189,6 +193,8 @@ class Epoch:
                 item = event.batch
                 if self._ledger is not None:
                     item = _Accounted(item, indices, event.skipped)
+                if self._sources is not None:
+                    self._sources.loaded(task_id, indices, event.skipped)
                 self._reorder.add(task_id, item)
             case Emptied(task_id=task_id, skipped=skipped):
                 _, indices = self._dispatcher.complete(task_id)
@@ -284,6 +290,8 @@ class Epoch:
             found, item = self._reorder.pop()
             if not found:
                 return False, None
+            if self._sources is not None:
+                self._sources.delivered(self._reorder.last)
             if type(item) is _Accounted:
                 if not self._account(item):
                     continue
@@ -381,4 +389,6 @@ class Epoch:
         if snapshot.worker_method == "thread":  # the process's CPU time includes its workers'
             snapshot.main_cpu_s = max(snapshot.main_cpu_s - snapshot.worker_cpu_s, 0.0)
         snapshot.in_flight = self.in_flight
+        if self._sources is not None:
+            snapshot.sources = self._sources.counts()
         return snapshot

@@ -14,6 +14,7 @@ class ReorderBuffer:
         self._ready: dict[int, Any] = {}
         self._skipped: set[int] = set()
         self._next = 0
+        self.last = -1  # the task id of the item popped last
 
     def add(self, task_id: int, item: Any) -> None:
         self._ready[task_id] = item
@@ -27,7 +28,7 @@ class ReorderBuffer:
         if not self.in_order:
             if not self._ready:
                 return False, None
-            task_id = next(iter(self._ready))
+            task_id = self.last = next(iter(self._ready))
             return True, self._ready.pop(task_id)
         while self._next in self._skipped:
             self._skipped.remove(self._next)
@@ -35,5 +36,6 @@ class ReorderBuffer:
         if self._next not in self._ready:
             return False, None
         item = self._ready.pop(self._next)
+        self.last = self._next
         self._next += 1
         return True, item

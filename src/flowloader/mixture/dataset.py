@@ -1,0 +1,272 @@
+"""Mixture: many map-style datasets read as one, by weight, with curricula.
+
+A Mixture is itself a map-style dataset whose position i is pure arithmetic (plan.py): which
+source, and which sample of it. So a DataLoader reads it with every guarantee it gives any
+map-style dataset: the same batches for any num_workers and worker method, and a
+``state_dict()`` that resumes onto another worker count or world size. See
+docs/design/mixtures.md.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..batching import fetch_many
+from ..dataset import Dataset, is_iterable
+from ..randomness import SampleRngs
+from .plan import STOPPING, MixturePlan
+from .schedule import Stage, parse
+
+STATE_FORMAT = "flowloader.Mixture"
+
+
+class Mixture(Dataset[Any]):
+    """Map-style datasets mixed by weight into one (``flowloader.Mixture``).
+
+    ``sources``: a dict ``name -> dataset``, or a list (named ``"0"``, ``"1"``, ...).
+    ``weights``: a dict ``name -> weight`` or a list (normalised), or a schedule: a list of
+    ``(start, weights)`` pairs, ``start`` the mixture position where that stage begins.
+    Every prefix of every stage holds each source within 2 samples of its weight's share.
+    ``shuffle``: each source is read in a seeded permutation per pass over it (else in
+    order). ``stopping``: ``"first_exhausted"`` ends the mixture where the first source would
+    begin a second pass; ``"all_exhausted"`` once every source was read whole, sources that
+    run out earlier starting over; ``"never"`` after ``num_samples`` (required then), every
+    source starting over as needed. ``num_samples`` also caps the other two.
+    """
+
+    def __init__(
+        self,
+        sources: Mapping[str, Any] | Sequence[Any],
+        weights: Any,
+        *,
+        seed: int = 0,
+        shuffle: bool = True,
+        stopping: str = "first_exhausted",
+        num_samples: int | None = None,
+    ) -> None:
+        self.sources = _named(sources)
+        self.names = tuple(self.sources)
+        if stopping not in STOPPING:
+            raise ValueError(
+                f"stopping should be one of {', '.join(STOPPING)}, but got stopping={stopping!r}"
+            )
+        if num_samples is not None and (
+            isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 0
+        ):
+            raise ValueError(f"num_samples should be a non-negative int, but got {num_samples!r}")
+        if stopping == "never" and num_samples is None:
+            raise ValueError("stopping='never' needs num_samples=: the mixture would never end")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed should be an int, but got {seed!r}")
+        lengths = tuple(len(source) for source in self.sources.values())
+        stages = parse(weights, self.names)
+        _check_weighted_sources_have_samples(self.names, lengths, stages)
+        self.seed, self.shuffle, self.stopping = seed, shuffle, stopping
+        self.num_samples = num_samples
+        self._plan = MixturePlan(
+            self.names,
+            lengths,
+            stages,
+            seed=seed,
+            shuffle=shuffle,
+            stopping=stopping,
+            num_samples=num_samples,
+        )
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        return self._plan.lengths
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return self._plan.stages
+
+    def __len__(self) -> int:
+        return self._plan.length
+
+    # -- where positions come from ----------------------------------------------------------
+
+    def locate(self, index: int) -> tuple[str, int]:
+        """(source name, index in that source) of mixture position ``index``."""
+        sources, indices = self.locate_many([index])
+        return self.names[sources[0]], int(indices[0])
+
+    def locate_many(self, indices: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For a batch of mixture positions, vectorised: (source numbers, indices in those
+        sources) as two int64 arrays; ``mix.names[n]`` names source number n."""
+        positions = np.asarray(indices, dtype=np.int64).reshape(-1)
+        length = self._plan.length
+        if positions.size and (positions.min() < 0 or positions.max() >= length):
+            bad = int(positions[(positions < 0) | (positions >= length)][0])
+            raise IndexError(f"index {bad} is out of range for a Mixture of length {length}")
+        return self._plan.locate(positions)
+
+    def sources_of(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The source number of each mixture position (``locate_many`` without the indices
+        in the sources, which need each source's permutation)."""
+        return self._plan.draws(np.asarray(indices, dtype=np.int64).reshape(-1))[0]
+
+    def counts(self, n: int | None = None) -> dict[str, int]:
+        """How many of the first ``n`` positions (all, by default) each source gives."""
+        n = len(self) if n is None else n
+        return dict(zip(self.names, self._plan.counts(n).tolist(), strict=True))
+
+    # -- samples ----------------------------------------------------------------------------
+
+    def __getitem__(self, index: int) -> Any:
+        name, inner = self.locate(operator.index(index))
+        return self.sources[name][inner]
+
+    def __getitems__(self, indices: list[int], rngs: Sequence[Any] | None = None) -> list[Any]:
+        """One batch: each source loads its part with its own batch path (``__getitems__``)
+        where it has one. Every sample draws from its mixture position's generator."""
+        sources, inner = self.locate_many(indices)
+        samples: list[Any] = [None] * len(indices)
+        for number in np.unique(sources).tolist():
+            at = np.flatnonzero(sources == number).tolist()
+            part_rngs = _rngs_at(rngs, indices, at)
+            part = fetch_many(self.sources[self.names[number]], inner[at].tolist(), part_rngs)
+            for k, sample in zip(at, part, strict=True):
+                samples[k] = sample
+        return samples
+
+    # -- resuming ---------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed Mixture must agree with: the sources (names, lengths), the order's
+        settings and the whole schedule (a DataLoader's state_dict() carries it)."""
+        return {
+            "format": STATE_FORMAT,
+            "sources": [[name, n] for name, n in zip(self.names, self.lengths, strict=True)],
+            "schedule": [[stage.start, list(stage.weights)] for stage in self.stages],
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+        }
+
+    def load_state_dict(self, state: dict[str, Any], consumed: int | None = None) -> None:
+        """Check that this Mixture continues ``state``'s: every position below ``consumed``
+        (all of them when None) maps to the same source and sample. A schedule changed from
+        ``consumed`` on (a new stage, new weights, a source added with weight 0 before it) is
+        accepted: each source continues where it was. Otherwise ValueError saying what
+        changed. Nothing is restored: the order is arithmetic, and the loader keeps the
+        position."""
+        differences = resume_differences(self, state, len(self) if consumed is None else consumed)
+        if differences:
+            raise ValueError(
+                "this Mixture does not continue the saved one: " + "; ".join(differences)
+            )
+
+
+def resume_differences(mixture: Mixture, state: dict[str, Any], consumed: int) -> list[str]:
+    """What differs between ``state``'s mixture and ``mixture`` on the positions below
+    ``consumed`` (empty when nothing does)."""
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        return ["the state is not a Mixture's state_dict()"]
+    differences = []
+    saved_sources = dict(state["sources"])
+    current = dict(zip(mixture.names, mixture.lengths, strict=True))
+    for name, n in saved_sources.items():
+        if name not in current:
+            differences.append(f"source {name!r} is gone")
+        elif current[name] != n:
+            differences.append(f"source {name!r} had {n} samples, now {current[name]}")
+    for key in ("seed", "shuffle"):
+        if state[key] != getattr(mixture, key):
+            differences.append(f"{key} was {state[key]!r}, now {getattr(mixture, key)!r}")
+    if differences:
+        return differences
+    saved = [
+        (start, dict(zip([n for n, _ in state["sources"]], w, strict=True)))
+        for start, w in state["schedule"]
+    ]
+    now = [
+        (stage.start, dict(zip(mixture.names, stage.weights, strict=True)))
+        for stage in mixture.stages
+    ]
+    diverged = _first_divergence(saved, now)
+    if diverged < consumed:
+        differences.append(
+            f"the schedule changed at position {diverged}, before the {consumed} positions "
+            f"already read (saved stages {_describe(saved)}, now {_describe(now)}); change it "
+            f"only from position {consumed} on"
+        )
+    return differences
+
+
+def _first_divergence(
+    saved: list[tuple[int, dict[str, float]]], now: list[tuple[int, dict[str, float]]]
+) -> float:
+    """The first position at which the two schedules give different weights (inf if none);
+    a source missing from one counts as weight 0 there."""
+    boundaries = sorted({start for start, _ in saved} | {start for start, _ in now})
+    for start in boundaries:
+        a, b = _weights_at(saved, start), _weights_at(now, start)
+        names = set(a) | set(b)
+        if any(
+            not math.isclose(a.get(n, 0.0), b.get(n, 0.0), rel_tol=0, abs_tol=1e-12) for n in names
+        ):
+            return start
+    return math.inf
+
+
+def _weights_at(schedule: list[tuple[int, dict[str, float]]], position: int) -> dict[str, float]:
+    return [weights for start, weights in schedule if start <= position][-1]
+
+
+def _describe(schedule: list[tuple[int, dict[str, float]]]) -> str:
+    return (
+        "["
+        + ", ".join(
+            f"{start}: {{{', '.join(f'{n}: {w:.4g}' for n, w in weights.items())}}}"
+            for start, weights in schedule
+        )
+        + "]"
+    )
+
+
+def _named(sources: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+    if isinstance(sources, Mapping):
+        named = dict(sources)
+        bad = [name for name in named if not isinstance(name, str)]
+        if bad:
+            raise TypeError(f"source names must be strings, but got {bad}")
+    elif isinstance(sources, Sequence) and not isinstance(sources, (str, bytes)):
+        named = {str(k): source for k, source in enumerate(sources)}
+    else:
+        raise TypeError(f"sources must be a dict name -> dataset or a list, not {sources!r}")
+    if not named:
+        raise ValueError("a Mixture needs at least one source")
+    for name, source in named.items():
+        if (
+            is_iterable(source)
+            or not hasattr(source, "__getitem__")
+            or not hasattr(source, "__len__")
+        ):
+            raise TypeError(
+                f"source {name!r} ({type(source).__name__}) is not a map-style dataset: a Mixture "
+                "reads its sources by index, so each needs __getitem__ and __len__ (a stream of "
+                "shards can be read by index with flowloader.shards.ShardedDataset)"
+            )
+    return named
+
+
+def _check_weighted_sources_have_samples(
+    names: Sequence[str], lengths: Sequence[int], stages: Sequence[Stage]
+) -> None:
+    for s, (name, n) in enumerate(zip(names, lengths, strict=True)):
+        if n == 0 and any(stage.units[s] for stage in stages):
+            raise ValueError(f"source {name!r} is empty but has a weight above 0")
+
+
+def _rngs_at(rngs: Sequence[Any] | None, indices: Sequence[int], at: list[int]) -> Any:
+    """The generators of the samples at batch positions ``at``."""
+    if rngs is None:
+        return None
+    if isinstance(rngs, SampleRngs):
+        return rngs.for_indices([indices[k] for k in at])
+    return [rngs[k] for k in at]
