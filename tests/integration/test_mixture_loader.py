@@ -24,10 +24,12 @@ def mixture(schedule, **options) -> fl.Mixture:
 
 
 def batches(loader, limit: int | None = None) -> list[list[int]]:
-    out = []
+    out: list[list[int]] = []
+    if limit == 0:
+        return out
     for batch in loader:
         out.append(np.asarray(batch).tolist())
-        if limit is not None and len(out) == limit:
+        if len(out) == limit:
             break
     return out
 

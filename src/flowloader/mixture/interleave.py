@@ -39,18 +39,17 @@ def beatty(n: np.ndarray | int, a: np.ndarray | int, b: np.ndarray | int) -> np.
 
 @dataclass(frozen=True)
 class Interleave:
-    """One stage's tree. Internal node k has children ``left[k]``, ``right[k]`` (a child c < 0
-    is the leaf of source ``-c - 1``), weight ``weight[k]`` and left weight ``left_weight[k]``;
-    ``root`` is an internal node, or a leaf when one source has all the weight."""
+    """One stage's tree. Row k of ``table`` is internal node k: its left child's weight, its
+    weight, its left child and its right child (a child c < 0 is the leaf of source
+    ``-c - 1``); ``root`` is an internal node, or a leaf when one source has all the weight."""
 
     root: int
-    left: np.ndarray
-    right: np.ndarray
-    weight: np.ndarray
-    left_weight: np.ndarray
+    table: np.ndarray
     # For each source with weight: the steps from its leaf up to the root, as
     # (node weight, left weight, went left), used to invert the counts.
     paths: dict[int, tuple[tuple[int, int, bool], ...]]
+    # The table as locate reads it: a, b, 2b, 2(b - a), left, right.
+    _walk_table: np.ndarray
 
     @classmethod
     def build(cls, units: list[int]) -> Interleave:
@@ -70,15 +69,10 @@ class Interleave:
             weight.append(light + heavy)
             left_weight.append(heavy)
             heapq.heappush(heap, (light + heavy, min(light_key, heavy_key), len(weight) - 1))
-        root = heap[0][2]
-        tree = cls(
-            root,
-            np.array(left, dtype=np.int64),
-            np.array(right, dtype=np.int64),
-            np.array(weight, dtype=np.int64),
-            np.array(left_weight, dtype=np.int64),
-            {},
-        )
+        table = np.array([left_weight, weight, left, right], dtype=np.int64).T.reshape(-1, 4)
+        a, b = table[:, 0], table[:, 1]
+        walk = np.stack([a, b, 2 * b, 2 * (b - a), table[:, 2], table[:, 3]], axis=1)
+        tree = cls(heap[0][2], np.ascontiguousarray(table), {}, walk)
         tree.paths.update(tree._leaf_paths())
         return tree
 
@@ -90,9 +84,9 @@ class Interleave:
             if node < 0:
                 paths[-node - 1] = above
                 continue
-            b, a = int(self.weight[node]), int(self.left_weight[node])
-            stack.append((int(self.left[node]), ((b, a, True), *above)))
-            stack.append((int(self.right[node]), ((b, a, False), *above)))
+            a, b, left, right = self.table[node].tolist()
+            stack.append((left, ((b, a, True), *above)))
+            stack.append((right, ((b, a, False), *above)))
         return paths
 
     def counts(self, t: int) -> dict[int, int]:
@@ -104,9 +98,10 @@ class Interleave:
             if node < 0:
                 out[-node - 1] = n
                 continue
-            taken = int(beatty(n, int(self.left_weight[node]), int(self.weight[node])))
-            stack.append((int(self.left[node]), taken))
-            stack.append((int(self.right[node]), n - taken))
+            a, b, left, right = self.table[node].tolist()
+            taken = int(beatty(n, a, b))
+            stack.append((left, taken))
+            stack.append((right, n - taken))
         return out
 
     def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -120,17 +115,28 @@ class Interleave:
         ranks = positions.astype(np.int64, copy=True)
         nodes = np.full(n, self.root, dtype=np.int64)
         active = np.arange(n)
+        table = self._walk_table
         while active.size:
-            node, rank = nodes[active], ranks[active]
-            a, b = self.left_weight[node], self.weight[node]
-            before = beatty(rank, a, b)
-            goes_left = beatty(rank + 1, a, b) > before
+            rank = ranks[active]
+            row = table[nodes[active]]  # one gather: a, b, 2b, 2(b - a), left, right
+            a = row[:, 0]
+            # rank = q·b + r; before = beatty(rank) = q·a + floor((2ra + b) / 2b), and the
+            # position goes left iff beatty(rank + 1) > before, i.e. iff the remainder of that
+            # division is at least 2(b - a)
+            q, r = np.divmod(rank, row[:, 1])
+            d, remainder = np.divmod(2 * (r * a) + row[:, 1], row[:, 2])
+            before = q * a + d
+            goes_left = remainder >= row[:, 3]
             ranks[active] = np.where(goes_left, before, rank - before)
-            child = np.where(goes_left, self.left[node], self.right[node])
+            child = np.where(goes_left, row[:, 4], row[:, 5])
             at_leaf = child < 0
-            sources[active[at_leaf]] = -child[at_leaf] - 1
-            nodes[active] = child
-            active = active[~at_leaf]
+            if at_leaf.any():
+                sources[active[at_leaf]] = -child[at_leaf] - 1
+                inner = ~at_leaf
+                nodes[active[inner]] = child[inner]
+                active = active[inner]
+            else:
+                nodes[active] = child
         return sources, ranks
 
     def position_of(self, source: int, k: int) -> int:

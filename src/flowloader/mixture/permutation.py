@@ -1,12 +1,13 @@
-"""Random-access permutations of ``range(n)``: where the j-th sample of a source's epoch comes
+"""Random-access permutations of ``range(n)``: where the j-th sample of a source's pass comes
 from, computed for any j without materialising the permutation (a source may have 10^9
 samples, and a mixture many sources), for a whole batch at once.
 
-A four-round Feistel network over the smallest even number of bits covering n is a bijection
-of ``range(2**bits)``; values that land past n are sent through it again (cycle walking), so
-the result is a bijection of ``range(n)``. The domain is at most 4n, so a value needs fewer
-than 4 passes on average. Each element may have its own n and key (a batch mixes sources and
-their epochs).
+On ``range(2**k)``, the smallest power of two covering n, three rounds of "add a key, multiply
+by an odd constant, xor with itself shifted right by k/2" (each step a bijection modulo 2**k:
+the addition, the odd multiplication, the xorshift) make a keyed bijection; values that land at
+n or past it are sent through it again (cycle walking), which makes it a bijection of
+``range(n)``. The domain is less than 2n, so a value needs fewer than 2 passes on average. Each
+element may have its own n and key: a batch mixes sources and their passes.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import hashlib
 
 import numpy as np
 
-ROUNDS = 4
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-# Added to a key to make each round's: multiples of an odd constant, modulo 2**64.
-_ROUND_OFFSETS = [np.uint64((r * 0x632BE59BD9B4E019) % (1 << 64)) for r in range(ROUNDS)]
-_EPOCH_OFFSET = np.uint64(1 << 40)
+_MASK64 = (1 << 64) - 1
+# One odd multiplier per round (and one to spread the key over the rounds).
+_MULTIPLIERS = [np.uint64(m) for m in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)]
+_KEY_SPREAD = [np.uint64(m) for m in (0xD6E8FEB86659FD93, 0xA0761D6478BD642F, 0xE7037ED1A0B428DB)]
+_PASS_SPREAD = np.uint64(0xC2B2AE3D27D4EB4F)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -36,28 +37,27 @@ def name_hash(name: str) -> int:
 
 
 def epoch_keys(seed: int, names: np.ndarray, epochs: np.ndarray) -> np.ndarray:
-    """The permutation key of each (source, epoch): ``names`` their name_hash values (uint64),
-    distinct per seed, source and epoch."""
-    seeded = _mix(np.array([seed & ((1 << 64) - 1)], dtype=np.uint64))
-    return _mix(seeded ^ _mix(names + _GOLDEN) ^ _mix(epochs.astype(np.uint64) + _EPOCH_OFFSET))
+    """The permutation key of each (source, pass): ``names`` their name_hash values (uint64),
+    distinct per seed, source and pass."""
+    seeded = np.uint64(_mix(np.array([seed & _MASK64], dtype=np.uint64))[0])
+    return _mix(names ^ seeded ^ (epochs.astype(np.uint64) * _PASS_SPREAD))
 
 
 def permute(j: np.ndarray, n: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Where each ``j[k]`` (in ``range(n[k])``) goes under the permutation of ``range(n[k])``
-    that ``keys[k]`` names."""
+    """Where each ``j[k]`` (in ``range(n[k])``) goes under the permutation of
+    ``range(n[k])`` that ``keys[k]`` names."""
     n = n.astype(np.uint64)
     bits = np.ceil(np.log2(np.maximum(n, 2).astype(np.float64))).astype(np.uint64)
-    half = (bits + np.uint64(1)) // np.uint64(2)
-    mask = (np.uint64(1) << half) - np.uint64(1)
+    mask = (np.uint64(1) << bits) - np.uint64(1)
+    shift = np.maximum(bits // np.uint64(2), np.uint64(1))
+    round_keys = [keys * spread for spread in _KEY_SPREAD]
     out = j.astype(np.uint64)
     todo = np.flatnonzero(n > 1)
     while todo.size:
-        x, h, m, key = out[todo], half[todo], mask[todo], keys[todo]
-        left, right = x >> h, x & m
-        for offset in _ROUND_OFFSETS:
-            round_key = _mix(key + offset)
-            left, right = right, left ^ (_mix(right ^ round_key) & m)
-        x = (left << h) | right
+        x, m, s = out[todo], mask[todo], shift[todo]
+        for key, multiplier in zip(round_keys, _MULTIPLIERS, strict=True):
+            x = ((x + key[todo]) * multiplier) & m
+            x ^= x >> s
         out[todo] = x
         todo = todo[x >= n[todo]]
     out[n <= 1] = 0
