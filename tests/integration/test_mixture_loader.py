@@ -229,3 +229,45 @@ def test_batches_from_one_source_resume_onto_other_workers_and_a_new_stage() -> 
     too_early = loader([(0, old), (300, [0.1, 0.1, 0.8])])
     with pytest.raises(ValueError, match="schedule changed at position 300"):
         too_early.load_state_dict(state)
+
+
+@pytest.mark.timeout(120)
+def test_image_folders_and_shards_as_sources_keep_their_batch_paths(tmp_path) -> None:
+    """Two ImageFolders (their batch path decodes into the batch) and a shard set on disk,
+    mixed: each sample is the one its source gives for its index, with 2 workers as with 0."""
+    from flowloader.shards import ShardedDataset, write_shards
+    from flowloader.vision import datasets
+    from flowloader.vision import transforms as T
+
+    transform = T.Compose([T.CenterCrop(24), T.ToTensor()])
+    folders = {}
+    for name in ("cats", "dogs"):
+        datasets.make_image_folder(
+            str(tmp_path / name), num_classes=2, images_per_class=6, size=(40, 30)
+        )
+        folders[name] = datasets.ImageFolder(str(tmp_path / name), transform=transform)
+    images = fl.Mixture(folders, {"cats": 2, "dogs": 1}, stopping="all_exhausted")
+    reference = [images[i] for i in range(len(images))]
+    for workers in (0, 2):
+        loader = fl.DataLoader(images, batch_size=5, num_workers=workers)
+        got = [(x, y) for xs, ys in loader for x, y in zip(xs, ys, strict=True)]
+        assert len(got) == len(reference)
+        for (x, y), (rx, ry) in zip(got, reference, strict=True):
+            np.testing.assert_array_equal(x, rx)
+            assert y == ry
+    samples = [{"__key__": f"k{i:03d}", "txt": f"text {i}"} for i in range(20)]
+    shards = ShardedDataset(write_shards(samples, str(tmp_path / "s-%02d.tar"), max_count=6))
+    texts = fl.Mixture({"shards": shards, "list": [{"txt": b"list"}] * 5}, [3, 1])
+    loader = fl.DataLoader(texts, batch_size=4, num_workers=2, collate_fn=list)
+    read = [sample["txt"] for batch in loader for sample in batch]
+    assert read == [texts[i]["txt"] for i in range(len(texts))]
+
+
+def test_torch_datasets_as_sources() -> None:
+    torch = pytest.importorskip("torch")
+    tensors = torch.utils.data.TensorDataset(torch.arange(10), torch.arange(10) * 2)
+    mix = fl.Mixture(
+        {"torch": tensors, "numpy": fl.TensorDataset(np.arange(5), np.arange(5))}, [1, 1]
+    )
+    batch = next(iter(fl.DataLoader(mix, batch_size=4, output="torch")))
+    assert [tuple(t.shape) for t in batch] == [(4,), (4,)]

@@ -7,6 +7,7 @@ import concurrent.futures
 import json
 import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -66,8 +67,7 @@ class ShardedDataset(Dataset[Any]):
             self.indices = [self._index_of(url) for url in self.urls]
         counts = np.array([len(index) for index in self.indices], dtype=np.int64)
         self.starts = np.concatenate([[0], np.cumsum(counts)])
-        self._open: dict[int, int] = {}
-        self._open_lock = threading.Lock()
+        self._descriptors_open()
 
     # Where samples are ---------------------------------------------------------------------
 
@@ -177,14 +177,27 @@ class ShardedDataset(Dataset[Any]):
         if fd is not None:
             os.close(fd)
 
+    def _descriptors_open(self) -> None:
+        """No shard open yet; those opened later are closed when this object goes."""
+        self._open: dict[int, int] = {}
+        self._open_lock = threading.Lock()
+        self._closer = weakref.finalize(self, _close_all, self._open)
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_open"], state["_open_lock"] = {}, None
+        for own in ("_open", "_open_lock", "_closer"):  # this process's descriptors
+            del state[own]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._open_lock = threading.Lock()
+        self._descriptors_open()
+
+
+def _close_all(descriptors: dict[int, int]) -> None:
+    for fd in descriptors.values():
+        os.close(fd)
+    descriptors.clear()
 
     def __repr__(self) -> str:
         return f"ShardedDataset({len(self)} samples in {len(self.urls)} shards)"

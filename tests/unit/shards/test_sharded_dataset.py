@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import tarfile
 
@@ -196,3 +197,16 @@ def test_max_size_starts_a_new_shard(tmp_path) -> None:
     assert len(paths) == 3  # two 3.5 KB members fit in 8,000 bytes
     with tarfile.open(paths[0]) as archive:
         assert archive.getnames() == ["s0.bin", "s1.bin"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_the_shards_it_opened_are_closed_when_it_goes(shards) -> None:
+    before = len(os.listdir("/proc/self/fd"))
+    dataset = ShardedDataset(shards)
+    for i in range(0, len(dataset), 8):  # one sample of every shard: each opened once
+        dataset[i]
+    assert len(os.listdir("/proc/self/fd")) > before
+    copy = pickle.loads(pickle.dumps(dataset))  # a copy opens (and closes) its own
+    copy[0]
+    del dataset, copy
+    assert len(os.listdir("/proc/self/fd")) == before
