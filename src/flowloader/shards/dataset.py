@@ -193,11 +193,11 @@ class ShardedDataset(Dataset[Any]):
         self.__dict__.update(state)
         self._descriptors_open()
 
+    def __repr__(self) -> str:
+        return f"ShardedDataset({len(self)} samples in {len(self.urls)} shards)"
+
 
 def _close_all(descriptors: dict[int, int]) -> None:
     for fd in descriptors.values():
         os.close(fd)
     descriptors.clear()
-
-    def __repr__(self) -> str:
-        return f"ShardedDataset({len(self)} samples in {len(self.urls)} shards)"
