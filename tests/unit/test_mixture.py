@@ -288,3 +288,60 @@ def test_a_batch_sampler_needs_a_mixture_and_a_batch_size() -> None:
         fl.MixtureBatchSampler(mix, 0)
     with pytest.raises(TypeError, match=r"takes a flowloader\.Mixture"):
         fl.MixtureBatchSampler(list(range(10)), 2)
+
+
+class Stacked:
+    """A source whose batch path stacks its rows into ``allocate`` (as the vision datasets'
+    does), and records the places it was asked for and the arrays it wrote into."""
+
+    def __init__(self, n: int, offset: int) -> None:
+        self.n, self.offset, self.calls, self.outputs = n, offset, [], []
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        return np.full(3, i + self.offset, dtype=np.float32), i
+
+    def __getitems__(self, indices: list[int], allocate=None):
+        self.calls.append(list(indices))
+        rows = allocate((len(indices), 3), np.float32)
+        rows[...] = np.asarray(indices, dtype=np.float32)[:, None] + self.offset
+        self.outputs.append(rows)
+        labels = np.asarray(indices)
+        return fl.batching.CollatedSamples((rows, labels), lambda k: (rows[k], int(labels[k])))
+
+
+def test_sources_that_stack_into_allocate_write_the_batch_in_place() -> None:
+    a, b = Stacked(100, 0), Stacked(100, 1000)
+    plain = [(np.full(3, -k, dtype=np.float32), k) for k in range(100)]
+    mix = fl.Mixture({"a": a, "b": b, "plain": plain}, [2, 1, 1])
+    batch_memory = []
+
+    def allocate(shape, dtype):
+        batch_memory.append(np.empty(shape, dtype))
+        return batch_memory[-1]
+
+    indices = list(range(40, 56))
+    got = mix.__getitems__(indices, allocate=allocate)
+    expected = [mix[i] for i in indices]
+    assert len(got) == len(expected)  # a plain source's samples make it a list of samples
+    for sample, want in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(sample[0], want[0])
+        assert sample[1] == want[1]
+    sources = mix.sources_of(indices)
+    runs_of_a = np.split(
+        np.flatnonzero(sources == 0), np.flatnonzero(np.diff(np.flatnonzero(sources == 0)) != 1) + 1
+    )
+    assert len(a.calls) == len(runs_of_a)  # one call per run of consecutive places
+
+    stacked_only = fl.Mixture({"a": a, "b": b}, [2, 1])
+    a.outputs.clear()
+    batch_memory.clear()
+    images, labels = fl.batching.CollatedSamples.collated(
+        stacked_only.__getitems__(indices, allocate=allocate)
+    )
+    assert all(np.shares_memory(out, batch_memory[0]) for out in a.outputs)  # no copy
+    for k, i in enumerate(indices):
+        np.testing.assert_array_equal(images[k], stacked_only[i][0])
+        assert labels[k] == stacked_only[i][1]

@@ -9,6 +9,7 @@ docs/design/mixtures.md.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Mapping, Sequence
@@ -16,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..batching import fetch_many
+from ..batching import Allocate, declared, fetch_many
 from ..dataset import Dataset, is_iterable
 from ..randomness import SampleRngs
+from .batches import Part, load_batch, runs
 from .plan import STOPPING, MixturePlan
 from .schedule import Stage, parse
 
@@ -122,18 +124,27 @@ class Mixture(Dataset[Any]):
         name, inner = self.locate(operator.index(index))
         return self.sources[name][inner]
 
-    def __getitems__(self, indices: list[int], rngs: Sequence[Any] | None = None) -> list[Any]:
+    def __getitems__(
+        self,
+        indices: list[int],
+        rngs: Sequence[Any] | None = None,
+        allocate: Allocate | None = None,
+    ) -> Any:
         """One batch: each source loads its part with its own batch path (``__getitems__``)
-        where it has one. Every sample draws from its mixture position's generator."""
+        where it has one, and the parts are merged (batches.py). Every sample draws from its
+        mixture position's generator."""
         sources, inner = self.locate_many(indices)
-        samples: list[Any] = [None] * len(indices)
+        parts: list[Part] = []
         for number in np.unique(sources).tolist():
+            source = self.sources[self.names[number]]
             at = np.flatnonzero(sources == number).tolist()
-            part_rngs = _rngs_at(rngs, indices, at)
-            part = fetch_many(self.sources[self.names[number]], inner[at].tolist(), part_rngs)
-            for k, sample in zip(at, part, strict=True):
-                samples[k] = sample
-        return samples
+            # A batch path that builds into allocate is called per run: in place, no copy.
+            for places in runs(at) if _builds_in_place(source) else [at]:
+                load = functools.partial(
+                    fetch_many, source, inner[places].tolist(), _rngs_at(rngs, indices, places)
+                )
+                parts.append((places, load))
+        return load_batch(parts, len(indices), allocate)
 
     # -- resuming ---------------------------------------------------------------------------
 
@@ -261,6 +272,11 @@ def _check_weighted_sources_have_samples(
     for s, (name, n) in enumerate(zip(names, lengths, strict=True)):
         if n == 0 and any(stage.units[s] for stage in stages):
             raise ValueError(f"source {name!r} is empty but has a weight above 0")
+
+
+def _builds_in_place(source: Any) -> bool:
+    getitems = getattr(source, "__getitems__", None)
+    return callable(getitems) and declared(getitems).allocate
 
 
 def _rngs_at(rngs: Sequence[Any] | None, indices: Sequence[int], at: list[int]) -> Any:
