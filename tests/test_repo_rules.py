@@ -21,7 +21,7 @@ LAYERS = [
     {"_worker"},
     {"_state", "_plan", "_iter"},
     {"dataloader", "sharding"},
-    {"shards"},
+    {"shards", "text"},
     {"__init__", "__main__", "utils", "vision", "cli"},
 ]
 

@@ -70,7 +70,7 @@ __all__ = [
 assert __all__ == sorted(__all__)
 
 # Public subpackages reached as attributes without their own import statement.
-_LAZY_SUBPACKAGES = frozenset({"shards", "utils", "vision"})
+_LAZY_SUBPACKAGES = frozenset({"shards", "text", "utils", "vision"})
 
 
 def __getattr__(name: str) -> Any:

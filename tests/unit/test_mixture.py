@@ -254,7 +254,7 @@ def test_a_plan_for_a_thousand_sources_and_a_billion_samples_is_arithmetic() -> 
     )
     assert len(mix) == 10**9
     names, inner = mix.locate_many(np.arange(10**9 - 256, 10**9))
-    assert ((inner >= 0) & (inner < np.asarray(mix.lengths)[names])).all()
+    assert ((inner >= 0) & (inner < np.asarray(mix.source_lengths)[names])).all()
 
 
 @pytest.mark.parametrize("drop_last", [False, True])

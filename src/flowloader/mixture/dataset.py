@@ -81,7 +81,8 @@ class Mixture(Dataset[Any]):
         )
 
     @property
-    def lengths(self) -> tuple[int, ...]:
+    def source_lengths(self) -> tuple[int, ...]:
+        """Each source's number of samples, in the order of ``names``."""
         return self._plan.lengths
 
     @property
@@ -153,7 +154,7 @@ class Mixture(Dataset[Any]):
         settings and the whole schedule (a DataLoader's state_dict() carries it)."""
         return {
             "format": STATE_FORMAT,
-            "sources": [[name, n] for name, n in zip(self.names, self.lengths, strict=True)],
+            "sources": [[name, n] for name, n in zip(self.names, self.source_lengths, strict=True)],
             "schedule": [[stage.start, list(stage.weights)] for stage in self.stages],
             "seed": self.seed,
             "shuffle": self.shuffle,
@@ -180,7 +181,7 @@ def resume_differences(mixture: Mixture, state: dict[str, Any], consumed: int) -
         return ["the state is not a Mixture's state_dict()"]
     differences = []
     saved_sources = dict(state["sources"])
-    current = dict(zip(mixture.names, mixture.lengths, strict=True))
+    current = dict(zip(mixture.names, mixture.source_lengths, strict=True))
     for name, n in saved_sources.items():
         if name not in current:
             differences.append(f"source {name!r} is gone")

@@ -1,0 +1,164 @@
+"""Where the documents of a flat token file begin: the sidecar index, and the scan that makes
+one from an end-of-document token.
+
+A token file is a flat array of token ids (``uint16`` or ``uint32``, little-endian): nanoGPT's
+``train.bin``, or what :func:`flowloader.text.write_tokens` writes. Its index is two files
+beside it: ``<file>.idx.npy``, the int64 offsets of the documents (one more than there are
+documents; the first 0, the last the number of tokens), opened as a memory map, and
+``<file>.idx.json``, what the offsets describe (dtype, tokens, documents, the file's size, and
+the end-of-document id when a scan made them). A scan's index goes beside the file, or into a
+cache directory when the file's folder cannot be written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+FORMAT = "flowloader.tokens"
+DTYPES = ("uint16", "uint32")
+# Tokens read at once while scanning for end-of-document ids.
+SCAN_CHUNK = 1 << 26
+DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "flowloader", "tokens")
+
+
+@dataclass(frozen=True)
+class TokenIndex:
+    dtype: str
+    offsets: np.ndarray  # int64, documents + 1
+
+    @property
+    def documents(self) -> int:
+        return len(self.offsets) - 1
+
+
+def checked_dtype(dtype: Any, path: str) -> str:
+    name = np.dtype(dtype).name if dtype is not None else None
+    if name not in DTYPES:
+        raise ValueError(f"{path}: token ids must be uint16 or uint32, not {dtype!r}")
+    return name
+
+
+def token_count(path: str, dtype: str) -> int:
+    """The number of tokens in ``path``; ValueError when its size is not a whole number."""
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no such token file: {path}") from None
+    itemsize = np.dtype(dtype).itemsize
+    if size % itemsize:
+        raise ValueError(
+            f"{path} has {size} bytes, not a multiple of {itemsize} ({dtype} token ids): "
+            "truncated, or another dtype"
+        )
+    return size // itemsize
+
+
+def sidecar(path: str) -> str:
+    return path + ".idx"
+
+
+def write_index(stem: str, dtype: str, offsets: np.ndarray, file_bytes: int, **extra: Any) -> None:
+    """Write ``<stem>.npy`` and ``<stem>.json`` (the JSON last: it marks the pair complete)."""
+    np.save(stem + ".npy.partial.npy", offsets.astype(np.int64, copy=False))
+    os.replace(stem + ".npy.partial.npy", stem + ".npy")
+    meta = {
+        "format": FORMAT,
+        "version": 1,
+        "dtype": dtype,
+        "tokens": int(offsets[-1]),
+        "documents": len(offsets) - 1,
+        "file_bytes": file_bytes,
+        **extra,
+    }
+    with open(stem + ".json.partial", "w", encoding="utf-8") as out:
+        json.dump(meta, out)
+    os.replace(stem + ".json.partial", stem + ".json")
+
+
+def read_meta(stem: str) -> dict[str, Any] | None:
+    try:
+        with open(stem + ".json", encoding="utf-8") as stream:
+            meta = json.load(stream)
+    except FileNotFoundError:
+        return None
+    return meta if meta.get("format") == FORMAT else None
+
+
+def load(path: str, stem: str, dtype: str | None) -> TokenIndex | None:
+    """The index at ``stem`` for the token file ``path``, checked against the file; None when
+    there is none."""
+    meta = read_meta(stem)
+    if meta is None or not os.path.exists(stem + ".npy"):
+        return None
+    found = checked_dtype(meta["dtype"], path)
+    if dtype is not None and checked_dtype(dtype, path) != found:
+        raise ValueError(f"{path}: its index says {found} token ids, but dtype={dtype!r} was given")
+    offsets = np.load(stem + ".npy", mmap_mode="r")
+    check_offsets(path, offsets, token_count(path, found), where=stem + ".npy")
+    if meta.get("file_bytes") != os.path.getsize(path):
+        raise ValueError(
+            f"{stem}.npy does not match {path}: it indexes {meta.get('file_bytes')} bytes, the "
+            f"file has {os.path.getsize(path)} (rewritten since?)"
+        )
+    return TokenIndex(found, offsets)
+
+
+def check_offsets(path: str, offsets: np.ndarray, tokens: int, where: str) -> None:
+    """ValueError naming ``path`` unless ``offsets`` start at 0, never decrease and end at
+    the file's last token."""
+    if offsets.ndim != 1 or len(offsets) < 2:
+        raise ValueError(f"{where}: the index of {path} lists no document")
+    if offsets[0] != 0 or offsets[-1] != tokens:
+        raise ValueError(
+            f"{where} does not match {path}: its offsets run from {int(offsets[0])} to "
+            f"{int(offsets[-1])}, the file has {tokens} tokens"
+        )
+    if np.any(np.diff(offsets) < 0):
+        bad = int(np.flatnonzero(np.diff(offsets) < 0)[0])
+        raise ValueError(f"{where}: the offsets of {path} decrease after document {bad}")
+
+
+def scanned(path: str, dtype: str, eos_id: int, cache_dir: str | None) -> TokenIndex:
+    """The documents of ``path`` ended by ``eos_id`` (each keeps its end token), from a cached
+    scan when one matches the file, else scanned now (one pass) and cached."""
+    for stem in _scan_stems(path, eos_id, cache_dir):
+        meta = read_meta(stem)
+        if (
+            meta
+            and meta.get("eos_id") == eos_id
+            and meta.get("file_bytes") == os.path.getsize(path)
+        ):
+            index = load(path, stem, dtype)
+            if index is not None:
+                return index
+    tokens = np.memmap(path, dtype=dtype, mode="r") if token_count(path, dtype) else np.empty(0)
+    ends = [
+        np.flatnonzero(tokens[start : start + SCAN_CHUNK] == eos_id) + start + 1
+        for start in range(0, len(tokens), SCAN_CHUNK)
+    ]
+    cuts = np.concatenate([np.zeros(1, np.int64), *ends]) if ends else np.zeros(1, np.int64)
+    if cuts[-1] != len(tokens):  # text after the last end token is a document too
+        cuts = np.append(cuts, len(tokens))
+    del tokens
+    for stem in _scan_stems(path, eos_id, cache_dir):
+        try:
+            os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
+            write_index(stem, dtype, cuts, os.path.getsize(path), eos_id=eos_id)
+            break
+        except OSError:  # a read-only folder: the cache directory next
+            continue
+    return TokenIndex(dtype, cuts)
+
+
+def _scan_stems(path: str, eos_id: int, cache_dir: str | None) -> list[str]:
+    """Where a scan's index may be: beside the file, then in the cache directory."""
+    absolute = os.path.abspath(path)
+    digest = hashlib.sha1(absolute.encode()).hexdigest()[:16]
+    cache = os.path.join(cache_dir or DEFAULT_CACHE, f"{digest}-{os.path.basename(path)}")
+    return [f"{path}.eos{eos_id}.idx", f"{cache}.eos{eos_id}.idx"]
