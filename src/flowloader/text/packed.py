@@ -69,7 +69,9 @@ class Packed(Dataset[dict[str, np.ndarray]]):
         self._count_rows()
 
     def set_epoch(self, epoch: int) -> None:
-        """With ``shuffle=True``: this epoch's document order, and so its rows."""
+        """With ``shuffle=True``: this epoch's document order, and so its rows (and their
+        number). Call it before ``iter(loader)``; workers started earlier (persistent ones)
+        keep the order they started with."""
         self.epoch = epoch
         if self.shuffle:
             self._plans.clear()
