@@ -15,6 +15,9 @@ import flowloader
 
 from . import pipelines, sample_data
 
+# Commands that continue where an interrupted run of theirs stopped.
+RESUMABLE = ("make-shards", "make-tokens")
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but an error is one line (no usage dump) and exit code 2."""
@@ -126,7 +129,40 @@ def build_parser() -> argparse.ArgumentParser:
     shards.add_argument(
         "--max-size", type=_positive(int), default=1 << 30, help="bytes per shard (1 GiB)"
     )
+    _add_make_tokens(commands)
     return parser
+
+
+def _add_make_tokens(commands: Any) -> None:
+    tokens = commands.add_parser(
+        "make-tokens",
+        help="write tokenized documents (JSONL or text) into a token file (resumable)",
+        description="Write the already-tokenized documents of INPUT, one per line, into the "
+        "flat token file OUTPUT and its index (OUTPUT.idx.npy, OUTPUT.idx.json), for "
+        "flowloader.text.TokenDataset. INPUT is read by its extension: .jsonl or .json as JSON "
+        "Lines, each line a list of token ids or an object holding the list under --field; "
+        "any other file as text, each line whitespace-separated token ids. Blank lines are "
+        "skipped. INPUT is streamed, never loaded whole. Interrupted, rerun the same command: "
+        "it continues where it stopped.",
+    )
+    tokens.add_argument("source", metavar="INPUT", help="a .jsonl/.json file or a text file")
+    tokens.add_argument(
+        "output", metavar="OUTPUT", help="the token file to write (its index goes beside it)"
+    )
+    tokens.add_argument(
+        "--dtype",
+        choices=["uint16", "uint32"],
+        default="uint16",
+        help="the ids' type on disk (uint16, the default, holds ids below 65,536)",
+    )
+    tokens.add_argument(
+        "--vocab-size", type=_positive(int), help="refuse token ids at or above this"
+    )
+    tokens.add_argument(
+        "--field",
+        default="tokens",
+        help="the key of a JSON object's token list (default: tokens)",
+    )
 
 
 def _make_shards(args: argparse.Namespace) -> int:
@@ -147,6 +183,31 @@ def _make_shards(args: argparse.Namespace) -> int:
         f"({report.written} written, {report.kept} already complete)"
     )
     print(f"read them with: {read_back(args.destination, report.extensions)}")
+    return 0
+
+
+def _make_tokens(args: argparse.Namespace) -> int:
+    from .make_tokens import input_bytes, make_tokens, read_back
+    from .progress import Progress
+
+    bar = Progress("make-tokens", input_bytes(args.source), "bytes")
+
+    def show(read: int, documents: int, tokens: int) -> None:
+        bar.update(read, f"{documents:,} documents, {tokens:,} tokens")
+
+    try:
+        report = make_tokens(
+            args.source, args.output, args.dtype, args.vocab_size, args.field, show
+        )
+    finally:
+        bar.close()
+    kept = (
+        f" (the first {report.continued} kept from an interrupted run)" if report.continued else ""
+    )
+    print(
+        f"{report.documents} documents, {report.tokens} {args.dtype} tokens in {args.output}{kept}"
+    )
+    print(f"read it with: {read_back(args.output)}")
     return 0
 
 
@@ -185,6 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _bench(args)
         if args.command == "make-shards":
             return _make_shards(args)
+        if args.command == "make-tokens":
+            return _make_tokens(args)
         if args.command == "make-dataset":
             sample_data.make(args.kind, args.directory, args.images)
             print(f"wrote {sample_data.KINDS[args.kind]} to {args.directory}")
@@ -196,7 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"flowloader {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        resume = ": rerun the same command to continue" if args.command in RESUMABLE else ""
+        print(f"interrupted{resume}", file=sys.stderr)
         return 130
     parser.print_help(sys.stdout)
     return 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,9 +41,11 @@ def write_tokens(
     limit = min(np.iinfo(name).max + 1, vocab_size if vocab_size is not None else 1 << 62)
     partial = path + ".partial"
     done, tokens = _resume(partial, name)
+    remaining = iter(documents)
+    _pass_over(remaining, done, tokens, partial)
     written = done
     with open(partial, "ab") as out, open(partial + ".offsets", "ab") as offsets:
-        for number, document in enumerate(itertools.islice(documents, done, None), start=done):
+        for number, document in enumerate(remaining, start=done):
             ids = _checked(document, limit, name, number, vocab_size, path)
             out.write(ids.tobytes())
             tokens += len(ids)
@@ -81,6 +83,18 @@ def _checked(
     return ids.astype(dtype, copy=False)
 
 
+def _pass_over(documents: Iterator[Any], count: int, tokens: int, partial: str) -> None:
+    """Pass over the ``count`` documents an interrupted run wrote (``tokens`` tokens in all):
+    documents of other lengths mean other documents, which would mix two corpora."""
+    seen = sum(len(document) for document in itertools.islice(documents, count))
+    if seen != tokens:
+        raise ValueError(
+            f"the documents differ from those of the interrupted run that left {partial}: its "
+            f"first {count} documents had {tokens} tokens, these have {seen}; delete "
+            f"{partial}* to start again"
+        )
+
+
 def _resume(partial: str, dtype: str) -> tuple[int, int]:
     """(documents, tokens) already safely written by an interrupted run, its files cut back
     to them; (0, 0), with fresh files, when there is nothing to continue."""
@@ -89,7 +103,7 @@ def _resume(partial: str, dtype: str) -> tuple[int, int]:
             record = json.load(stream)
     except (FileNotFoundError, ValueError):
         record = None
-    if record is None or record.get("dtype") != dtype:
+    if record is None or record.get("dtype") != dtype or not os.path.exists(partial):
         _remove(partial, partial + ".offsets", partial + ".json")
         with open(partial + ".offsets", "wb") as offsets:
             offsets.write(np.int64(0).tobytes())

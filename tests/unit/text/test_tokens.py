@@ -207,3 +207,24 @@ def test_ids_at_or_above_the_vocabulary_are_an_error_naming_the_document(tmp_pat
     assert ds[0].tolist() == [1, 2, 3]
     with pytest.raises(ValueError, match=r"t.bin: document 1 has token id 500 at position 1"):
         ds[1]
+
+
+def test_a_rerun_on_other_documents_is_refused_and_a_run_cut_at_its_end_starts_over(
+    tmp_path,
+) -> None:
+    docs = documents(9000, vocab=60_000)
+    path = tmp_path / "t.bin"
+
+    def interrupted():
+        for k, doc in enumerate(docs):
+            if k == 8500:
+                raise KeyboardInterrupt
+            yield doc
+
+    with pytest.raises(KeyboardInterrupt):
+        write_tokens(interrupted(), path)
+    with pytest.raises(ValueError, match=r"the documents differ .* delete .*t\.bin\.partial"):
+        write_tokens(documents(9000, seed=5, vocab=60_000), path)
+    os.remove(f"{path}.partial")  # as if the run stopped after the rename, before the index
+    write_tokens(docs, path)
+    assert TokenDataset(path)[8999].tolist() == docs[8999].tolist()
