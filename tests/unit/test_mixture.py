@@ -345,3 +345,13 @@ def test_sources_that_stack_into_allocate_write_the_batch_in_place() -> None:
     for k, i in enumerate(indices):
         np.testing.assert_array_equal(images[k], stacked_only[i][0])
         assert labels[k] == stacked_only[i][1]
+
+
+def test_a_subclass_s_own_getitem_runs_on_the_batch_path() -> None:
+    class Doubled(fl.Mixture):
+        def __getitem__(self, index):
+            return 2 * super().__getitem__(index)
+
+    mix = Doubled(sources_of([10, 10]), [1, 1])
+    batch = next(iter(fl.DataLoader(mix, batch_size=4)))
+    assert batch.tolist() == [2 * fl.Mixture(sources_of([10, 10]), [1, 1])[i] for i in range(4)]

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..batching import Allocate, declared, fetch_many
+from ..batching import Allocate, declared, fetch_many, load_one_by_one, overrides_getitem
 from ..dataset import Dataset, is_iterable
 from ..randomness import SampleRngs
 from .batches import Part, load_batch, runs
@@ -134,6 +134,8 @@ class Mixture(Dataset[Any]):
         """One batch: each source loads its part with its own batch path (``__getitems__``)
         where it has one, and the parts are merged (batches.py). Every sample draws from its
         mixture position's generator."""
+        if overrides_getitem(self, Mixture):  # a subclass's own __getitem__ must run
+            return load_one_by_one(self, indices, rngs)
         sources, inner = self.locate_many(indices)
         parts: list[Part] = []
         for number in np.unique(sources).tolist():
