@@ -42,6 +42,10 @@ SUITES = {
     "per_image": ("One image on one core: decode, resize, conversion (issue 19)", True),
     "shards": ("Training from tar shards, local and over HTTP (issue 15)", False),
     "shard_shuffle": ("How well ShardSampler shuffles (issue 15)", False),
+    "mixtures": (
+        "Weighted mixtures against torchdata.nodes, HF datasets and Grain (issue 26)",
+        False,
+    ),
     "worker_memory": ("Worker memory with two million file paths (issue 4)", False),
     "stats_overhead": ("Cost of the always-on statistics (issue 5)", False),
     "checkpoint_cost": ("Cost of DataLoader.state_dict() (issue 6)", False),
@@ -105,6 +109,19 @@ NOTES = {
         "JPEG kernel, NumPy) and trail where per-sample Python work takes turns on the GIL "
         "(the training pipeline's crop draw, torchvision's PIL transforms). Each thread worker "
         "builds its batches in reused blocks instead of fresh memory."
+    ),
+    "mixtures": (
+        "flowloader's order is arithmetic (a Huffman tree of Beatty splits: any position is "
+        "computed directly, every prefix within 2 of n·w). torchdata.nodes and HF datasets draw "
+        "each position at random (in blocks of 1,000), so their counts wander as sqrt(n). "
+        "Grain's interleave is exact for integer proportions that it rounds the weights to (the "
+        "smallest scaled to 100, the others truncated), so it drifts by n times that rounding "
+        "(about 2e-5 of n for these weights), and it computes each position with a Python loop "
+        "over the sources. HF's map-style interleave stores one row index per position, so it "
+        "is built at 10^6 positions. torchdata.nodes has no split by rank of its own: its world "
+        "size trial splits each source by index modulo the world size. Resuming onto another "
+        "worker count means torchdata's ParallelMapper, torchdata's StatefulDataLoader (for HF) "
+        "and Grain's mp_prefetch."
     ),
     "worker_memory": (
         "A Python list is copied page by page into every worker as reference counts are "
