@@ -11,6 +11,7 @@ block's plan is computed again where a row of it is read, and kept (a few blocks
 from __future__ import annotations
 
 import collections
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ class Packed(Dataset[dict[str, np.ndarray]]):
         dataset: Any,
         seq_len: int,
         *,
-        block: int = 1024,
+        block: int = 4096,
         method: str = "best_fit",
         pad_id: int = 0,
         long_docs: str = "split",
@@ -115,36 +116,65 @@ class Packed(Dataset[dict[str, np.ndarray]]):
         return int(self._first_row[-1])
 
     def __getitem__(self, r: int) -> dict[str, np.ndarray]:
+        docs, starts, lengths = self._row_pieces(r)
+        parts = self._parts(docs, starts, lengths)
+        row = self._empty_rows(1, parts)
+        self._fill(row, 0, parts, lengths)
+        return {name: column[0] for name, column in row.items()}
+
+    def __getitems__(self, rows: Sequence[int]) -> list[dict[str, np.ndarray]]:
+        """Many rows at once (a batch): their documents read in one call."""
+        pieces = [self._row_pieces(r) for r in rows]
+        docs, starts, lengths = (np.concatenate(column) for column in zip(*pieces, strict=True))
+        parts = self._parts(docs, starts, lengths)
+        batch = self._empty_rows(len(rows), parts)
+        first = 0
+        for k, (row_docs, _, row_lengths) in enumerate(pieces):
+            end = first + len(row_docs)
+            self._fill(batch, k, parts[first:end], row_lengths)
+            first = end
+        return [{name: column[k] for name, column in batch.items()} for k in range(len(rows))]
+
+    def _row_pieces(self, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(document, start, length) of the pieces of row ``r``, in document order."""
         r = int(r)
         if not 0 <= r < len(self):
             raise IndexError(f"row {r} is out of range for {len(self)} packed rows")
         b = int(np.searchsorted(self._first_row, r, side="right") - 1)
         plan = self._plan(b)
         k = r - int(self._first_row[b])
-        pieces = slice(int(plan.rows[k]), int(plan.rows[k + 1]))
-        docs, starts, lengths = plan.docs[pieces], plan.starts[pieces], plan.lengths[pieces]
-        unique = np.unique(docs).tolist()
-        texts = dict(zip(unique, fetch_many(self.dataset, unique), strict=True))
-        return self._row(
-            [
-                texts[d][s : s + n]
-                for d, s, n in zip(docs.tolist(), starts.tolist(), lengths.tolist(), strict=True)
-            ]
-        )
+        first, end = int(plan.rows[k]), int(plan.rows[k + 1])
+        return plan.docs[first:end], plan.starts[first:end], plan.lengths[first:end]
 
-    def _row(self, parts: list[np.ndarray]) -> dict[str, np.ndarray]:
-        dtype = np.result_type(*[np.asarray(p).dtype for p in parts]) if parts else np.int64
-        tokens = np.full(self.seq_len, self.pad_id, dtype=dtype)
-        segment_ids = np.zeros(self.seq_len, dtype=np.int32)
-        positions = np.zeros(self.seq_len, dtype=np.int32)
-        at = 0
-        for number, part in enumerate(parts, start=1):
-            n = len(part)
-            tokens[at : at + n] = part
-            segment_ids[at : at + n] = number
-            positions[at : at + n] = np.arange(n, dtype=np.int32)
-            at += n
-        return {"tokens": tokens, "segment_ids": segment_ids, "positions": positions}
+    def _parts(self, docs: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> list[Any]:
+        """The pieces' tokens (a row's pieces are of distinct documents: one read each)."""
+        texts = fetch_many(self.dataset, docs.tolist())
+        return [
+            text[s : s + n]
+            for text, s, n in zip(texts, starts.tolist(), lengths.tolist(), strict=True)
+        ]
+
+    def _empty_rows(self, count: int, parts: list[Any]) -> dict[str, np.ndarray]:
+        dtype = np.result_type(*parts) if parts else np.int64
+        return {
+            "tokens": np.full((count, self.seq_len), self.pad_id, dtype=dtype),
+            "segment_ids": np.zeros((count, self.seq_len), dtype=np.int32),
+            "positions": np.zeros((count, self.seq_len), dtype=np.int32),
+        }
+
+    @staticmethod
+    def _fill(rows: dict[str, np.ndarray], k: int, parts: list[Any], lengths: np.ndarray) -> None:
+        """Row k: its pieces one after another, numbered from 1, positions from 0 in each."""
+        if not parts:
+            return
+        used = int(lengths.sum())
+        np.concatenate(parts, out=rows["tokens"][k, :used])
+        numbers = np.arange(1, len(parts) + 1, dtype=np.int32)
+        rows["segment_ids"][k, :used] = np.repeat(numbers, lengths)
+        ends = np.cumsum(lengths)
+        rows["positions"][k, :used] = np.arange(used, dtype=np.int32) - np.repeat(
+            ends - lengths, lengths
+        )
 
     def audit(self) -> dict[str, int]:
         """Check, from the plan, that every token of every document is in exactly one row

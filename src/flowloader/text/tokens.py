@@ -34,8 +34,9 @@ class TokenFile:
         if self._tokens is None:
             count = int(self.offsets[-1])
             tokens: np.ndarray = np.empty(0, self.dtype)
-            if count:
-                tokens = np.memmap(self.path, dtype=self.dtype, mode="r", shape=(count,))
+            if count:  # a plain array over the map: slicing a memmap subclass costs more
+                mapped = np.memmap(self.path, dtype=self.dtype, mode="r", shape=(count,))
+                tokens = mapped.view(np.ndarray)
             self._tokens = tokens
         return self._tokens
 
@@ -95,7 +96,23 @@ class TokenDataset(Dataset[np.ndarray]):
         return self.files[f], i - int(self._first_doc[f])
 
     def __getitem__(self, i: int) -> np.ndarray:
-        token_file, doc = self.locate(int(i))
+        return self._document(*self.locate(int(i)))
+
+    def __getitems__(self, indices: Sequence[int]) -> list[np.ndarray]:
+        """Many documents at once (a packed row's): located together; reading draws nothing,
+        so no sample context is needed."""
+        places = np.asarray(indices, dtype=np.int64)
+        if places.size and (places.min() < 0 or places.max() >= len(self)):
+            bad = int(places[(places < 0) | (places >= len(self))][0])
+            raise IndexError(f"document {bad} is out of range for {len(self)} documents")
+        files = np.searchsorted(self._first_doc, places, side="right") - 1
+        docs = places - self._first_doc[files]
+        return [
+            self._document(self.files[f], d)
+            for f, d in zip(files.tolist(), docs.tolist(), strict=True)
+        ]
+
+    def _document(self, token_file: TokenFile, doc: int) -> np.ndarray:
         start, end = int(token_file.offsets[doc]), int(token_file.offsets[doc + 1])
         tokens = token_file.tokens[start:end]
         if self.vocab_size is not None and len(tokens) and int(tokens.max()) >= self.vocab_size:
