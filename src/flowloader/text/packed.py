@@ -69,6 +69,11 @@ class Packed(Dataset[dict[str, np.ndarray]]):
         self._plans: collections.OrderedDict[int, BlockPlan] = collections.OrderedDict()
         self._count_rows()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Each copy its own plan cache: thread workers get shallow copies of the dataset,
+        and one cache changed by several threads at once would not stay consistent."""
+        return {**self.__dict__, "_plans": collections.OrderedDict()}
+
     def set_epoch(self, epoch: int) -> None:
         """With ``shuffle=True``: this epoch's document order, and so its rows (and their
         number). Call it before ``iter(loader)``; workers started earlier (persistent ones)

@@ -173,3 +173,18 @@ def test_collate_adds_varlen_offsets_and_position_ids() -> None:
     assert mask.shape == (rows, seq_len, seq_len)
     same = batch["segment_ids"][0][:, None] == batch["segment_ids"][0][None, :]
     np.testing.assert_array_equal(mask[0], same & (batch["segment_ids"][0][:, None] > 0))
+
+
+def test_each_copy_keeps_its_own_plan_cache() -> None:
+    """Thread workers read shallow copies of the dataset at once: a shared cache would be
+    changed by several threads together."""
+    import copy
+
+    packed = Packed(token_documents(list(range(1, 300))), 64, block=16)
+    packed[0]
+    twin = copy.copy(packed)
+    assert twin._plans is not packed._plans
+    assert twin[40]["tokens"].tolist() == packed[40]["tokens"].tolist()
+    rows = fl.DataLoader(packed, batch_size=4, num_workers=2, worker_method="thread")
+    reference = fl.DataLoader(packed, batch_size=4)
+    assert [b["tokens"].tolist() for b in rows] == [b["tokens"].tolist() for b in reference]
