@@ -79,6 +79,17 @@ def consumed_prefix(plan: LoadPlan, state: dict[str, Any]) -> int:
     return length
 
 
+def reads_in_order(plan: LoadPlan) -> bool:
+    """Whether the sampler reads the dataset's positions in order, so that what an epoch has
+    read is a prefix (consumed_prefix is exact) and a longer or shorter dataset leaves it."""
+    inner, _ = _unbatched(plan.index_sampler)
+    return (
+        isinstance(inner, SequentialSampler)
+        or (isinstance(inner, DistributedSampler) and not inner.shuffle)
+        or callable(getattr(inner, "positions_read", None))
+    )
+
+
 def fingerprint(plan: LoadPlan) -> dict[str, Any]:
     """What a state must agree on to be resumed (num_workers may differ)."""
     try:
@@ -109,7 +120,9 @@ def check_resumable(state: dict[str, Any], plan: LoadPlan) -> None:
         )
     current = fingerprint(plan)
     mixture = plan.dataset if isinstance(plan.dataset, Mixture) else None
-    if mixture is not None:  # a reweighted Mixture may change length: it checks its own state
+    if mixture is not None and reads_in_order(plan):
+        # a Mixture reweighted from the resume point on may change length: what was read is a
+        # prefix, which the Mixture checks itself (a shuffled order depends on the length)
         del current["dataset_length"]
     if regroups(plan) and plan.batch_size is not None and state["fingerprint"].get("batch_size"):
         del current["batch_size"]  # the sampler regroups what is left into this batch size

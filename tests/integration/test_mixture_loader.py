@@ -265,9 +265,86 @@ def test_image_folders_and_shards_as_sources_keep_their_batch_paths(tmp_path) ->
 
 def test_torch_datasets_as_sources() -> None:
     torch = pytest.importorskip("torch")
-    tensors = torch.utils.data.TensorDataset(torch.arange(10), torch.arange(10) * 2)
-    mix = fl.Mixture(
-        {"torch": tensors, "numpy": fl.TensorDataset(np.arange(5), np.arange(5))}, [1, 1]
-    )
+    first = torch.utils.data.TensorDataset(torch.arange(10), torch.arange(10) * 2)
+    second = torch.utils.data.TensorDataset(torch.arange(100, 105), torch.arange(5))
+    mix = fl.Mixture({"first": first, "second": second}, [1, 1])
     batch = next(iter(fl.DataLoader(mix, batch_size=4, output="torch")))
     assert [tuple(t.shape) for t in batch] == [(4,), (4,)]
+    assert batch[0].tolist() == [int(mix[i][0]) for i in range(4)]
+
+
+def read_and_save(mix, batches_read: int = 20, **options):
+    """The first batches read, and the state after them."""
+    loader = fl.DataLoader(mix, batch_size=3, collate_fn=list, **options)
+    iterator = iter(loader)
+    head = [next(iterator) for _ in range(batches_read)]
+    return head, loader.state_dict()
+
+
+A, B, C = ([f"{name}{i}" for i in range(100)] for name in "abc")
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        # another order of the sources: the same mixture (ties break by name), accepted
+        pytest.param(lambda: fl.Mixture({"b": B, "a": A}, {"a": 1, "b": 1}), id="order"),
+    ],
+)
+def test_the_order_of_the_sources_does_not_change_the_mixture(changed) -> None:
+    mix = fl.Mixture({"a": A, "b": B}, [1, 1])
+    head, state = read_and_save(mix)
+    resumed = fl.DataLoader(changed(), batch_size=3, collate_fn=list)
+    resumed.load_state_dict(state)
+    rest = [sample for batch in resumed for sample in batch]
+    whole = [sample for batch in head for sample in batch] + rest
+    assert whole == [mix[i] for i in range(len(mix))]
+
+
+@pytest.mark.parametrize(
+    ("changed", "match"),
+    [
+        (
+            lambda: fl.Mixture({"a": A, "b": B, "c": C}, [(0, [1, 1, 1]), (10, [1, 1, 1])]),
+            "changed at position 10",
+        ),
+        (lambda: fl.Mixture({"a": A, "b": B, "c": C}, [1, 1, 1 + 1e-13]), "changed at position 0"),
+    ],
+    ids=["a boundary with the same weights", "weights equal to 1e-12"],
+)
+def test_a_schedule_that_orders_read_positions_differently_is_refused(changed, match) -> None:
+    mix = fl.Mixture({"a": A, "b": B, "c": C}, [1, 1, 1])
+    _, state = read_and_save(mix)
+    resumed = fl.DataLoader(changed(), batch_size=3, collate_fn=list)
+    with pytest.raises(ValueError, match=match):
+        resumed.load_state_dict(state)
+
+
+def test_a_shuffled_order_over_a_mixture_of_another_length_is_refused() -> None:
+    mix = fl.Mixture({"a": A, "b": B}, [1, 1], stopping="never", num_samples=150)
+    _, state = read_and_save(mix, 7, shuffle=True, generator=1)
+    longer = fl.Mixture({"a": A, "b": B}, [1, 1], stopping="never", num_samples=160)
+    resumed = fl.DataLoader(longer, batch_size=3, collate_fn=list, shuffle=True, generator=1)
+    with pytest.raises(ValueError, match="dataset_length: saved 150, this loader 160"):
+        resumed.load_state_dict(state)
+
+
+def test_an_inner_mixture_that_changed_is_refused() -> None:
+    def outer(inner_weights):
+        inner = fl.Mixture({"a": A, "b": B}, inner_weights, stopping="never", num_samples=100)
+        return fl.Mixture({"inner": inner, "c": C}, [1, 1])
+
+    _, state = read_and_save(outer([1, 1]))
+    resumed = fl.DataLoader(outer([9, 1]), batch_size=3, collate_fn=list)
+    with pytest.raises(ValueError, match="source 'inner': the schedule changed at position 0"):
+        resumed.load_state_dict(state)
+
+
+def test_a_batch_sampler_state_needs_the_same_batch_size() -> None:
+    mix = mixture([0.5, 0.3, 0.2])
+    first = fl.DataLoader(mix, batch_sampler=fl.MixtureBatchSampler(mix, 4))
+    batches(first, 5)
+    resumed = fl.DataLoader(mix, batch_sampler=fl.MixtureBatchSampler(mix, 8))
+    resumed.load_state_dict(first.state_dict())
+    with pytest.raises(ValueError, match="saved with batch_size=4, not batch_size=8"):
+        next(iter(resumed))

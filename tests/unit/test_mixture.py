@@ -355,3 +355,23 @@ def test_a_subclass_s_own_getitem_runs_on_the_batch_path() -> None:
     mix = Doubled(sources_of([10, 10]), [1, 1])
     batch = next(iter(fl.DataLoader(mix, batch_size=4)))
     assert batch.tolist() == [2 * fl.Mixture(sources_of([10, 10]), [1, 1])[i] for i in range(4)]
+
+
+def test_a_tiny_weight_far_past_int64_does_not_shorten_the_mixture() -> None:
+    big = 2**40
+    mix = fl.Mixture({"tiny": range(big), "main": range(big)}, [1e-12, 1.0])
+    assert len(mix) > big - 10  # ends where "main" is read whole, not at an overflow
+
+
+def test_all_exhausted_passes_over_an_empty_source_without_weight() -> None:
+    mix = fl.Mixture({"a": list(range(10)), "e": []}, [1, 0], stopping="all_exhausted")
+    assert len(mix) == 10
+
+
+def test_numpy_numbers_and_arrays_are_weights_starts_and_sizes() -> None:
+    two = {"a": list(range(20)), "b": list(range(20))}
+    schedule = [(np.int64(0), np.array([1.0, 1.0])), (np.int64(6), np.array([1.0, 0.0]))]
+    mix = fl.Mixture(two, schedule, seed=np.int64(2), num_samples=np.int64(9), stopping="never")
+    assert len(mix) == 9
+    assert [s.start for s in mix.stages] == [0, 6]
+    assert fl.Mixture(two, {"a": np.int64(1), "b": np.float32(3)}).counts()["b"] > 0

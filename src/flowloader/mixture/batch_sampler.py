@@ -77,9 +77,15 @@ class MixtureBatchSampler(Sampler[list[int]]):
     # -- resuming (the loader's state_dict() holds the rest) --------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        return {"start": self.start}
+        return {"start": self.start, "batch_size": self.batch_size, "drop_last": self.drop_last}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in ("batch_size", "drop_last"):
+            if key in state and state[key] != getattr(self, key):
+                raise ValueError(
+                    f"this MixtureBatchSampler state was saved with {key}={state[key]!r}, "
+                    f"not {key}={getattr(self, key)!r}: its batches would be other batches"
+                )
         self.start = int(state.get("start", 0))
 
     def restart_after(self, batches: int, regroup: bool = False) -> bool:

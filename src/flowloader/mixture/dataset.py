@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -58,19 +59,25 @@ class Mixture(Dataset[Any]):
                 f"stopping should be one of {', '.join(STOPPING)}, but got stopping={stopping!r}"
             )
         if num_samples is not None and (
-            isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 0
+            isinstance(num_samples, bool)
+            or not isinstance(num_samples, numbers.Integral)
+            or num_samples < 0
         ):
             raise ValueError(f"num_samples should be a non-negative int, but got {num_samples!r}")
+        num_samples = None if num_samples is None else int(num_samples)
         if stopping == "never" and num_samples is None:
             raise ValueError("stopping='never' needs num_samples=: the mixture would never end")
-        if isinstance(seed, bool) or not isinstance(seed, int):
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
             raise TypeError(f"seed should be an int, but got {seed!r}")
+        seed = int(seed)
         lengths = tuple(len(source) for source in self.sources.values())
         stages = parse(weights, self.names)
         _check_weighted_sources_have_samples(self.names, lengths, stages)
-        self.seed, self.shuffle, self.stopping = seed, shuffle, stopping
+        self.seed: int = seed
+        self.shuffle: bool = shuffle
+        self.stopping: str = stopping
         self.num_samples = num_samples
-        self._plan = MixturePlan(
+        self._plan: MixturePlan = MixturePlan(
             self.names,
             lengths,
             stages,
@@ -157,9 +164,18 @@ class Mixture(Dataset[Any]):
         return {
             "format": STATE_FORMAT,
             "sources": [[name, n] for name, n in zip(self.names, self.source_lengths, strict=True)],
-            "schedule": [[stage.start, list(stage.weights)] for stage in self.stages],
+            # per stage: its start, the weights as given (normalised) and as the order uses them
+            "schedule": [
+                [stage.start, list(stage.weights), list(stage.units)] for stage in self.stages
+            ],
             "seed": self.seed,
             "shuffle": self.shuffle,
+            # a source that is a Mixture itself: its own order must agree too
+            "nested": {
+                name: source.state_dict()
+                for name, source in self.sources.items()
+                if isinstance(source, Mixture)
+            },
         }
 
     def load_state_dict(self, state: dict[str, Any], consumed: int | None = None) -> None:
@@ -192,14 +208,24 @@ def resume_differences(mixture: Mixture, state: dict[str, Any], consumed: int) -
     for key in ("seed", "shuffle"):
         if state[key] != getattr(mixture, key):
             differences.append(f"{key} was {state[key]!r}, now {getattr(mixture, key)!r}")
+    for name, inner in state.get("nested", {}).items():
+        source = mixture.sources.get(name)
+        if isinstance(source, Mixture):  # any change in its order is refused
+            found = resume_differences(source, inner, len(source))
+            differences += [f"source {name!r}: {difference}" for difference in found]
     if differences:
         return differences
+    names = [n for n, _ in state["sources"]]
     saved = [
-        (start, dict(zip([n for n, _ in state["sources"]], w, strict=True)))
-        for start, w in state["schedule"]
+        (start, dict(zip(names, w, strict=True)), dict(zip(names, u, strict=True)))
+        for start, w, u in state["schedule"]
     ]
     now = [
-        (stage.start, dict(zip(mixture.names, stage.weights, strict=True)))
+        (
+            stage.start,
+            dict(zip(mixture.names, stage.weights, strict=True)),
+            dict(zip(mixture.names, stage.units, strict=True)),
+        )
         for stage in mixture.stages
     ]
     diverged = _first_divergence(saved, now)
@@ -212,32 +238,30 @@ def resume_differences(mixture: Mixture, state: dict[str, Any], consumed: int) -
     return differences
 
 
-def _first_divergence(
-    saved: list[tuple[int, dict[str, float]]], now: list[tuple[int, dict[str, float]]]
-) -> float:
-    """The first position at which the two schedules give different weights (inf if none);
-    a source missing from one counts as weight 0 there."""
-    boundaries = sorted({start for start, _ in saved} | {start for start, _ in now})
-    for start in boundaries:
-        a, b = _weights_at(saved, start), _weights_at(now, start)
-        names = set(a) | set(b)
-        if any(
-            not math.isclose(a.get(n, 0.0), b.get(n, 0.0), rel_tol=0, abs_tol=1e-12) for n in names
-        ):
+Schedule = list[tuple[int, dict[str, float], dict[str, int]]]
+
+
+def _first_divergence(saved: Schedule, now: Schedule) -> float:
+    """The first position from which the two schedules order the sources differently (inf if
+    never): a stage start that only one of them has (a stage restarts the interleave there),
+    or stages whose integer weights differ (a source missing from one has weight 0 there)."""
+    saved_units = {start: units for start, _, units in saved}
+    now_units = {start: units for start, _, units in now}
+    for start in sorted(saved_units.keys() | now_units.keys()):
+        if start not in saved_units or start not in now_units:
+            return start
+        a, b = saved_units[start], now_units[start]
+        if any(a.get(name, 0) != b.get(name, 0) for name in a.keys() | b.keys()):
             return start
     return math.inf
 
 
-def _weights_at(schedule: list[tuple[int, dict[str, float]]], position: int) -> dict[str, float]:
-    return [weights for start, weights in schedule if start <= position][-1]
-
-
-def _describe(schedule: list[tuple[int, dict[str, float]]]) -> str:
+def _describe(schedule: Schedule) -> str:
     return (
         "["
         + ", ".join(
             f"{start}: {{{', '.join(f'{n}: {w:.4g}' for n, w in weights.items())}}}"
-            for start, weights in schedule
+            for start, weights, _ in schedule
         )
         + "]"
     )

@@ -52,16 +52,19 @@ class Interleave:
     _walk_table: np.ndarray
 
     @classmethod
-    def build(cls, units: list[int]) -> Interleave:
-        """The tree over the sources with ``units[s] > 0`` (integers, summing to UNITS)."""
-        heap = [(u, s, -s - 1) for s, u in enumerate(units) if u > 0]
+    def build(cls, units: list[int], names: list[str] | None = None) -> Interleave:
+        """The tree over the sources with ``units[s] > 0`` (integers, summing to UNITS).
+        Equal weights are ordered by ``names`` (default: the source numbers), so that the
+        tree, and every position, does not depend on the order the sources were listed in."""
+        keys = names if names is not None else [f"{s:09d}" for s in range(len(units))]
+        heap = [(u, keys[s], -s - 1) for s, u in enumerate(units) if u > 0]
         heapq.heapify(heap)
         left: list[int] = []
         right: list[int] = []
         weight: list[int] = []
         left_weight: list[int] = []
         while len(heap) > 1:
-            # The lighter of the two goes right: ties break by the smallest source index.
+            # The lighter of the two goes right: ties break by the smallest key.
             light, light_key, light_node = heapq.heappop(heap)
             heavy, heavy_key, heavy_node = heapq.heappop(heap)
             left.append(heavy_node)
@@ -141,8 +144,17 @@ class Interleave:
 
     def position_of(self, source: int, k: int) -> int:
         """The position (from the stage's start) of the ``k``-th (0-based) draw of ``source``:
-        the inverse of its count, node by node up the path."""
-        return int(self.positions_of(source, np.array([k], dtype=np.int64))[0])
+        the inverse of its count, node by node up the path, in Python's exact integers (a
+        tiny weight's far draws lie past anything int64 holds)."""
+        m = k
+        for b, a, went_left in self.paths[source]:
+            # the smallest m' whose first m'+1 positions send m+1 items to that side
+            m = (
+                -(-b * (2 * m + 1) // (2 * a)) - 1
+                if went_left
+                else b * (2 * m + 1) // (2 * (b - a))
+            )
+        return m
 
     def positions_of(self, source: int, ks: np.ndarray) -> np.ndarray:
         """``position_of`` for many draws of one source at once."""

@@ -48,6 +48,9 @@ def permute(j: np.ndarray, n: np.ndarray, keys: np.ndarray) -> np.ndarray:
     ``range(n[k])`` that ``keys[k]`` names."""
     n = n.astype(np.uint64)
     bits = np.ceil(np.log2(np.maximum(n, 2).astype(np.float64))).astype(np.uint64)
+    # (float log2 can round a size just past a power of two down onto it: correct by integers)
+    bits += (np.uint64(1) << bits) < n
+    bits -= (bits > 1) & ((np.uint64(1) << (bits - np.uint64(1))) >= n)
     mask = (np.uint64(1) << bits) - np.uint64(1)
     shift = np.maximum(bits // np.uint64(2), np.uint64(1))
     round_keys = [keys * spread for spread in _KEY_SPREAD]

@@ -38,7 +38,7 @@ class MixturePlan:
         self.names, self.lengths, self.stages = tuple(names), tuple(lengths), tuple(stages)
         self.seed, self.shuffle = seed, shuffle
         self._name_hashes = np.array([name_hash(name) for name in self.names], dtype=np.uint64)
-        self.trees = tuple(Interleave.build(list(stage.units)) for stage in stages)
+        self.trees = tuple(Interleave.build(list(stage.units), list(names)) for stage in stages)
         self.starts = np.array([stage.start for stage in stages], dtype=np.int64)
         # drawn[k, s]: how many samples source s gave before stage k began
         self.drawn = np.zeros((len(stages), len(names)), dtype=np.int64)
@@ -54,9 +54,13 @@ class MixturePlan:
 
     def position_of(self, source: int, d: int) -> int | None:
         """The mixture position of source ``source``'s draw number ``d`` (0-based); None if it
-        never comes (the source's weight is 0 in the last stage, and it had fewer draws)."""
-        positions = self.positions_of(source, np.array([d], dtype=np.int64))
-        return None if positions[0] < 0 else int(positions[0])
+        never comes (the source's weight is 0 in the last stage, and it had fewer draws).
+        Exact for any d (Python integers): lengths ask for far draws of tiny weights."""
+        k = int(np.searchsorted(self.drawn[:, source], d, side="right")) - 1
+        if self.stages[k].units[source] == 0:  # (then k is the last stage: never made)
+            return None
+        within = d - int(self.drawn[k, source])
+        return int(self.starts[k]) + self.trees[k].position_of(source, within)
 
     def positions_of(self, source: int, draws: np.ndarray) -> np.ndarray:
         """``position_of`` for many draws of one source at once (-1 for those never made)."""
@@ -83,6 +87,8 @@ class MixturePlan:
         else:
             lasts = []
             for s, n in enumerate(self.lengths):
+                if n == 0:  # an empty source (with no weight: Mixture checks) is read whole
+                    continue
                 last = self.position_of(s, n - 1)
                 if last is None:
                     raise ValueError(
@@ -91,7 +97,7 @@ class MixturePlan:
                         "stopping='never' with num_samples="
                     )
                 lasts.append(last)
-            length = max(lasts) + 1
+            length = max(lasts, default=-1) + 1
         return length if num_samples is None else min(length, num_samples)
 
     # -- where positions come from ----------------------------------------------------------

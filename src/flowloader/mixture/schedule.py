@@ -9,9 +9,12 @@ the sources' order); or a schedule, a list of ``(start, weights)`` pairs whose s
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from .interleave import UNITS
 
@@ -30,8 +33,9 @@ def parse(weights: Any, names: Sequence[str]) -> tuple[Stage, ...]:
     stages = []
     for k, (start, stage_weights) in enumerate(pairs):
         where = "weights" if len(pairs) == 1 else f"stage {k} (starting at position {start})"
-        if isinstance(start, bool) or not isinstance(start, int):
+        if isinstance(start, bool) or not isinstance(start, numbers.Integral):
             raise TypeError(f"{where}: a stage's start must be an int position, not {start!r}")
+        start = int(start)
         if k == 0 and start != 0:
             raise ValueError(
                 f"the schedule must begin at position 0, but its first stage starts at {start}"
@@ -56,6 +60,8 @@ def _as_schedule(weights: Any) -> list[tuple[Any, Any]]:
     """``weights`` as a list of (start, stage weights) pairs."""
     if isinstance(weights, Mapping):
         return [(0, weights)]
+    if isinstance(weights, np.ndarray):
+        weights = weights.tolist()
     if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence) or not weights:
         raise TypeError(
             "weights must be a dict name -> weight, a list of weights, or a schedule (a list of "
@@ -70,7 +76,8 @@ def _is_stage(item: Any) -> bool:
     return (
         isinstance(item, (tuple, list))
         and len(item) == 2
-        and isinstance(item[1], (Mapping, list, tuple))
+        and isinstance(item[0], numbers.Integral)
+        and isinstance(item[1], (Mapping, list, tuple, np.ndarray))
     )
 
 
@@ -89,13 +96,13 @@ def _per_source(weights: Any, names: Sequence[str], where: str) -> list[float]:
             )
         values = [weights[name] for name in names]
     else:
-        values = list(weights)
+        values = weights.tolist() if isinstance(weights, np.ndarray) else list(weights)
         if len(values) != len(names):
             raise ValueError(
                 f"{where} has {len(values)} weight(s) for {len(names)} source(s) {list(names)}"
             )
     for name, value in zip(names, values, strict=True):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(f"{where}: the weight of source {name!r} is not a number: {value!r}")
         if not math.isfinite(value) or value < 0:
             raise ValueError(

@@ -63,8 +63,10 @@ def sidecar(path: str) -> str:
     return path + ".idx"
 
 
-def write_index(stem: str, dtype: str, offsets: np.ndarray, file_bytes: int, **extra: Any) -> None:
-    """Write ``<stem>.npy`` and ``<stem>.json`` (the JSON last: it marks the pair complete)."""
+def write_index(stem: str, dtype: str, offsets: np.ndarray, path: str, **extra: Any) -> None:
+    """Write ``<stem>.npy`` and ``<stem>.json`` for the token file ``path`` (the JSON last: it
+    marks the pair complete); the file's size and modification time date the index."""
+    file_bytes, file_mtime_ns = os.path.getsize(path), os.stat(path).st_mtime_ns
     np.save(stem + ".npy.partial.npy", offsets.astype(np.int64, copy=False))
     os.replace(stem + ".npy.partial.npy", stem + ".npy")
     meta = {
@@ -74,6 +76,7 @@ def write_index(stem: str, dtype: str, offsets: np.ndarray, file_bytes: int, **e
         "tokens": int(offsets[-1]),
         "documents": len(offsets) - 1,
         "file_bytes": file_bytes,
+        "file_mtime_ns": file_mtime_ns,
         **extra,
     }
     with open(stem + ".json.partial", "w", encoding="utf-8") as out:
@@ -101,18 +104,25 @@ def load(path: str, stem: str, dtype: str | None) -> TokenIndex | None:
         raise ValueError(f"{path}: its index says {found} token ids, but dtype={dtype!r} was given")
     offsets = np.load(stem + ".npy", mmap_mode="r")
     check_offsets(path, offsets, token_count(path, found), where=stem + ".npy")
-    if meta.get("file_bytes") != os.path.getsize(path):
+    if meta.get("file_bytes") != os.path.getsize(path) or not _same_version(meta, path):
         raise ValueError(
-            f"{stem}.npy does not match {path}: it indexes {meta.get('file_bytes')} bytes, the "
-            f"file has {os.path.getsize(path)} (rewritten since?)"
+            f"{stem}.npy does not match {path}: it indexes {meta.get('file_bytes')} bytes "
+            f"written at {meta.get('file_mtime_ns')}, the file has {os.path.getsize(path)} "
+            f"bytes written at {os.stat(path).st_mtime_ns} (rewritten since?)"
         )
     return TokenIndex(found, offsets)
 
 
+def _same_version(meta: dict[str, Any], path: str) -> bool:
+    """The index was made from this version of the file (a file rewritten with the same size
+    has another modification time)."""
+    return meta.get("file_mtime_ns") == os.stat(path).st_mtime_ns
+
+
 def check_offsets(path: str, offsets: np.ndarray, tokens: int, where: str) -> None:
     """ValueError naming ``path`` unless ``offsets`` start at 0, never decrease and end at
-    the file's last token."""
-    if offsets.ndim != 1 or len(offsets) < 2:
+    the file's last token (an empty file has no document: its offsets are just [0])."""
+    if offsets.ndim != 1 or len(offsets) < 1 or (len(offsets) < 2 and tokens):
         raise ValueError(f"{where}: the index of {path} lists no document")
     if offsets[0] != 0 or offsets[-1] != tokens:
         raise ValueError(
@@ -133,6 +143,7 @@ def scanned(path: str, dtype: str, eos_id: int, cache_dir: str | None) -> TokenI
             meta
             and meta.get("eos_id") == eos_id
             and meta.get("file_bytes") == os.path.getsize(path)
+            and _same_version(meta, path)
         ):
             index = load(path, stem, dtype)
             if index is not None:
@@ -149,7 +160,7 @@ def scanned(path: str, dtype: str, eos_id: int, cache_dir: str | None) -> TokenI
     for stem in _scan_stems(path, eos_id, cache_dir):
         try:
             os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
-            write_index(stem, dtype, cuts, os.path.getsize(path), eos_id=eos_id)
+            write_index(stem, dtype, cuts, path, eos_id=eos_id)
             break
         except OSError:  # a read-only folder: the cache directory next
             continue

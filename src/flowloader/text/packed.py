@@ -11,6 +11,7 @@ block's plan is computed again where a row of it is read, and kept (a few blocks
 from __future__ import annotations
 
 import collections
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -67,12 +68,29 @@ class Packed(Dataset[dict[str, np.ndarray]]):
         if not len(self.lengths):
             raise ValueError("Packed needs at least one document")
         self._plans: collections.OrderedDict[int, BlockPlan] = collections.OrderedDict()
+        self._plans_lock = threading.Lock()  # thread workers may share this object
+        self._check_pad_id()
         self._count_rows()
 
     def __getstate__(self) -> dict[str, Any]:
-        """Each copy its own plan cache: thread workers get shallow copies of the dataset,
-        and one cache changed by several threads at once would not stay consistent."""
-        return {**self.__dict__, "_plans": collections.OrderedDict()}
+        """Each copy its own plan cache (and lock): thread workers get shallow copies."""
+        return {**self.__dict__, "_plans": collections.OrderedDict(), "_plans_lock": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._plans_lock = threading.Lock()
+
+    def _check_pad_id(self) -> None:
+        """``pad_id`` must be a token the documents' dtype holds (checked on the first
+        document, before any worker starts)."""
+        dtype = np.asarray(self.dataset[0]).dtype
+        if np.issubdtype(dtype, np.integer):
+            bounds = np.iinfo(dtype)
+            if not bounds.min <= self.pad_id <= bounds.max:
+                raise ValueError(
+                    f"pad_id={self.pad_id} does not fit the documents' {dtype} token ids "
+                    f"({bounds.min}..{bounds.max})"
+                )
 
     def set_epoch(self, epoch: int) -> None:
         """With ``shuffle=True``: this epoch's document order, and so its rows (and their
@@ -105,16 +123,18 @@ class Packed(Dataset[dict[str, np.ndarray]]):
         return -(-len(self.lengths) // self.block)
 
     def _plan(self, b: int, keep: bool = True) -> BlockPlan:
-        plan = self._plans.get(b)
-        if plan is not None:
-            self._plans.move_to_end(b)
-            return plan
+        with self._plans_lock:
+            plan = self._plans.get(b)
+            if plan is not None:
+                self._plans.move_to_end(b)
+                return plan
         docs = self._order(b * self.block, min((b + 1) * self.block, len(self.lengths)))
         plan = plan_block(docs, self.lengths[docs], self.seq_len, self.method, self.long_docs)
         if keep:
-            self._plans[b] = plan
-            if len(self._plans) > CACHED_BLOCKS:
-                self._plans.popitem(last=False)
+            with self._plans_lock:
+                self._plans[b] = plan
+                if len(self._plans) > CACHED_BLOCKS:
+                    self._plans.popitem(last=False)
         return plan
 
     def __len__(self) -> int:
@@ -129,6 +149,8 @@ class Packed(Dataset[dict[str, np.ndarray]]):
 
     def __getitems__(self, rows: Sequence[int]) -> list[dict[str, np.ndarray]]:
         """Many rows at once (a batch): their documents read in one call."""
+        if not len(rows):
+            return []
         pieces = [self._row_pieces(r) for r in rows]
         docs, starts, lengths = (np.concatenate(column) for column in zip(*pieces, strict=True))
         parts = self._parts(docs, starts, lengths)

@@ -131,6 +131,10 @@ def _open_index(
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such token file: {path}")
     if given is not None:
+        if dtype is None:
+            raise ValueError(
+                f"{path}: with doc_index=, say the ids' type: dtype='uint16' or 'uint32'"
+            )
         name = _index.checked_dtype(dtype, path)
         offsets = np.load(given, mmap_mode="r")
         _index.check_offsets(path, offsets, _index.token_count(path, name), where=given)

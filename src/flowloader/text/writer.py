@@ -63,7 +63,7 @@ def write_tokens(
         progress(written, tokens)
     cuts = np.fromfile(partial + ".offsets", dtype=np.int64)
     os.replace(partial, path)
-    _index.write_index(_index.sidecar(path), name, cuts, os.path.getsize(path))
+    _index.write_index(_index.sidecar(path), name, cuts, path)
     _remove(partial + ".offsets", partial + ".json")
     return path
 

@@ -188,3 +188,10 @@ def test_each_copy_keeps_its_own_plan_cache() -> None:
     rows = fl.DataLoader(packed, batch_size=4, num_workers=2, worker_method="thread")
     reference = fl.DataLoader(packed, batch_size=4)
     assert [b["tokens"].tolist() for b in rows] == [b["tokens"].tolist() for b in reference]
+
+
+def test_a_pad_id_the_tokens_cannot_hold_is_refused_at_once() -> None:
+    docs = [np.arange(5, dtype=np.uint16), np.arange(3, dtype=np.uint16)]
+    with pytest.raises(ValueError, match=r"pad_id=-100 does not fit the documents' uint16"):
+        Packed(docs, 8, pad_id=-100)
+    assert Packed(docs, 8).__getitems__([]) == []

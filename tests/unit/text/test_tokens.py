@@ -236,3 +236,33 @@ def test_a_rerun_on_other_documents_is_refused_and_a_run_cut_at_its_end_starts_o
     os.remove(f"{path}.partial")  # as if the run stopped after the rename, before the index
     write_tokens(docs, path)
     assert TokenDataset(path)[8999].tolist() == docs[8999].tolist()
+
+
+def test_a_file_rewritten_with_the_same_size_is_scanned_again(tmp_path) -> None:
+    path = tmp_path / "t.bin"
+    np.array([5, 5, 0, 6, 6, 6, 0], dtype=np.uint16).tofile(path)
+    assert [d.tolist() for d in TokenDataset(str(path), dtype="uint16", eos_id=0)] == [
+        [5, 5, 0],
+        [6, 6, 6, 0],
+    ]
+    np.array([7, 0, 8, 8, 8, 8, 0], dtype=np.uint16).tofile(path)
+    os.utime(path, ns=(1, 1))  # another modification time, as any rewrite has
+    assert [d.tolist() for d in TokenDataset(str(path), dtype="uint16", eos_id=0)] == [
+        [7, 0],
+        [8, 8, 8, 8, 0],
+    ]
+
+
+def test_an_empty_token_file_is_a_file_without_documents(tmp_path) -> None:
+    full = nanogpt_file(tmp_path, documents(3), eos=9999)
+    (tmp_path / "empty.bin").write_bytes(b"")
+    for _ in range(2):  # the second time from the cached scans
+        ds = TokenDataset([full, str(tmp_path / "empty.bin")], dtype="uint16", eos_id=9999)
+        assert len(ds) == 3
+
+
+def test_doc_index_needs_the_dtype(tmp_path) -> None:
+    np.arange(10, dtype=np.uint16).tofile(tmp_path / "raw.bin")
+    np.save(tmp_path / "mine.npy", np.array([0, 4, 10], dtype=np.int64))
+    with pytest.raises(ValueError, match="with doc_index=, say the ids' type"):
+        TokenDataset(str(tmp_path / "raw.bin"), doc_index=str(tmp_path / "mine.npy"))
