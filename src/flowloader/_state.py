@@ -60,10 +60,11 @@ def regroups(plan: LoadPlan) -> bool:
     return callable(getattr(inner, "restart_after", None))
 
 
-def consumed_prefix(plan: LoadPlan, state: dict[str, Any]) -> int:
-    """How many of the dataset's first positions the epoch of ``state`` may have read: its
-    positions read so far all lie below this. Exact for the samplers that read the dataset in
-    order (SequentialSampler, DistributedSampler without shuffle); every position otherwise."""
+def read_prefix(plan: LoadPlan, state: dict[str, Any]) -> int | None:
+    """For a sampler that reads the dataset's positions in order (SequentialSampler,
+    DistributedSampler without shuffle, MixtureBatchSampler): how many of the first positions
+    the epoch of ``state`` may have read (everything it read lies below). None for any other
+    sampler: a shuffled order has read positions everywhere, and depends on the length."""
     length = len(plan.dataset)
     inner, _ = _unbatched(plan.index_sampler)
     read = state["batches_yielded"] * saved_batch_size(state)
@@ -76,18 +77,7 @@ def consumed_prefix(plan: LoadPlan, state: dict[str, Any]) -> int:
         saved = state.get("sampler") or {}
         replicas = int(saved.get("num_replicas", inner.num_replicas))
         return min(int(saved.get("start", 0)) + read * replicas, length)
-    return length
-
-
-def reads_in_order(plan: LoadPlan) -> bool:
-    """Whether the sampler reads the dataset's positions in order, so that what an epoch has
-    read is a prefix (consumed_prefix is exact) and a longer or shorter dataset leaves it."""
-    inner, _ = _unbatched(plan.index_sampler)
-    return (
-        isinstance(inner, SequentialSampler)
-        or (isinstance(inner, DistributedSampler) and not inner.shuffle)
-        or callable(getattr(inner, "positions_read", None))
-    )
+    return None
 
 
 def fingerprint(plan: LoadPlan) -> dict[str, Any]:
@@ -120,9 +110,10 @@ def check_resumable(state: dict[str, Any], plan: LoadPlan) -> None:
         )
     current = fingerprint(plan)
     mixture = plan.dataset if isinstance(plan.dataset, Mixture) else None
-    if mixture is not None and reads_in_order(plan):
+    prefix = read_prefix(plan, state) if mixture is not None else None
+    if prefix is not None:
         # a Mixture reweighted from the resume point on may change length: what was read is a
-        # prefix, which the Mixture checks itself (a shuffled order depends on the length)
+        # prefix, which the Mixture checks itself
         del current["dataset_length"]
     if regroups(plan) and plan.batch_size is not None and state["fingerprint"].get("batch_size"):
         del current["batch_size"]  # the sampler regroups what is left into this batch size
@@ -132,7 +123,8 @@ def check_resumable(state: dict[str, Any], plan: LoadPlan) -> None:
         if state["fingerprint"].get(key) != value
     ]
     if mixture is not None and state.get("dataset") is not None:
-        differences += resume_differences(mixture, state["dataset"], consumed_prefix(plan, state))
+        read = len(plan.dataset) if prefix is None else prefix
+        differences += resume_differences(mixture, state["dataset"], read)
     if differences:
         raise ValueError(
             "this DataLoader state does not fit this loader: " + "; ".join(differences)

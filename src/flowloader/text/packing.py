@@ -46,13 +46,11 @@ def cut(
             f"document {int(docs[k])} has {int(lengths[k])} tokens, more than seq_len={seq_len} "
             "(long_docs='split' cuts such documents into consecutive pieces)"
         )
-    counts = np.maximum(-(-lengths // seq_len), 1)  # an empty document is one empty piece
+    counts = -(-lengths // seq_len)  # an empty document has no piece
     piece_docs = np.repeat(docs, counts)
     first = np.repeat(np.cumsum(counts) - counts, counts)
     starts = (np.arange(len(piece_docs)) - first) * seq_len
-    piece_lengths = np.minimum(np.repeat(lengths, counts) - starts, seq_len)
-    keep = piece_lengths > 0
-    return piece_docs[keep], starts[keep], piece_lengths[keep]
+    return piece_docs, starts, np.minimum(np.repeat(lengths, counts) - starts, seq_len)
 
 
 def plan_block(

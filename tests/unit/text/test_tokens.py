@@ -55,18 +55,23 @@ def test_several_files_are_one_dataset(tmp_path) -> None:
         ds[17]
 
 
-def test_an_interrupted_write_continues_where_it_stopped(tmp_path) -> None:
-    docs = documents(20_000, vocab=60_000)
-    path = tmp_path / "big.bin"
+def write_until_interrupted(docs: list[np.ndarray], path, at: int) -> None:
+    """write_tokens, interrupted (Ctrl-C) as it asks for document ``at``."""
 
     def interrupted():
         for k, doc in enumerate(docs):
-            if k == 13_000:
+            if k == at:
                 raise KeyboardInterrupt
             yield doc
 
     with pytest.raises(KeyboardInterrupt):
         write_tokens(interrupted(), path)
+
+
+def test_an_interrupted_write_continues_where_it_stopped(tmp_path) -> None:
+    docs = documents(20_000, vocab=60_000)
+    path = tmp_path / "big.bin"
+    write_until_interrupted(docs, path, at=13_000)
     assert not path.exists()  # only a finished file takes its name
     seen = []
     write_tokens(docs, path, progress=lambda d, t: seen.append(d))
@@ -222,15 +227,7 @@ def test_a_rerun_on_other_documents_is_refused_and_a_run_cut_at_its_end_starts_o
 ) -> None:
     docs = documents(9000, vocab=60_000)
     path = tmp_path / "t.bin"
-
-    def interrupted():
-        for k, doc in enumerate(docs):
-            if k == 8500:
-                raise KeyboardInterrupt
-            yield doc
-
-    with pytest.raises(KeyboardInterrupt):
-        write_tokens(interrupted(), path)
+    write_until_interrupted(docs, path, at=8500)
     with pytest.raises(ValueError, match=r"the documents differ .* delete .*t\.bin\.partial"):
         write_tokens(documents(9000, seed=5, vocab=60_000), path)
     os.remove(f"{path}.partial")  # as if the run stopped after the rename, before the index
