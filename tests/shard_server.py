@@ -61,6 +61,7 @@ class ShardServer:
                 server.send(self.wfile, data)
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        assert self.httpd.server_address[0] == "127.0.0.1", self.httpd.server_address
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def send(self, out, data: bytes) -> None:

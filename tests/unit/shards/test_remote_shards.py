@@ -136,6 +136,7 @@ def s3():
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
     server.start()
     host, port = server.get_host_and_port()
+    assert host == "127.0.0.1", f"the S3 server listens on {host}, not loopback"
     endpoint = f"http://{host}:{port}"
     options = {
         "key": "testing",
