@@ -21,6 +21,9 @@ collect_ignore_glob = [
     "integration/accelerate_*.py",
     "integration/framework_*.py",
 ]
+# The Ray transport's cluster tests need Ray (the ray-test extra); without it, nothing to run.
+if importlib.util.find_spec("ray") is None:
+    collect_ignore_glob.append("ray_cluster/*")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

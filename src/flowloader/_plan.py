@@ -6,6 +6,7 @@ raise PyTorch's exception types, so code that handles their errors keeps working
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
 import multiprocessing.context
 import os
@@ -72,6 +73,8 @@ class LoadPlan:
     max_skipped: int | float | None = None
     worker_method: str = "multiprocessing"
     max_worker_restarts: int = 0
+    # worker_method="ray": options for the worker actors (num_cpus, resources, ...).
+    ray_options: Mapping[str, Any] | None = None
 
     @property
     def auto_collation(self) -> bool:
@@ -149,7 +152,10 @@ def _check_workers(
     return prefetch_factor
 
 
-WORKER_METHODS = ("multiprocessing", "thread")
+WORKER_METHODS = ("multiprocessing", "thread", "ray")
+# Options that would let Ray restart actors or re-run tasks itself: the Epoch alone decides
+# what is loaded again (max_worker_restarts), or a batch could come twice.
+RAY_RETRY_OPTIONS = ("max_restarts", "max_task_retries", "max_retries")
 
 
 def _check_worker_method(
@@ -160,10 +166,10 @@ def _check_worker_method(
             f"worker_method should be one of {WORKER_METHODS}, but got "
             f"worker_method={worker_method!r}"
         )
-    if worker_method == "thread" and context is not None:
+    if worker_method != "multiprocessing" and context is not None:
         raise ValueError(
             "multiprocessing_context only applies to worker_method='multiprocessing', but got "
-            f"multiprocessing_context={context!r} with worker_method='thread'"
+            f"multiprocessing_context={context!r} with worker_method={worker_method!r}"
         )
     if not _is_int(max_worker_restarts):
         raise TypeError(
@@ -179,6 +185,33 @@ def _check_worker_method(
             "max_worker_restarts only applies to loading with workers (num_workers > 0), but "
             f"got max_worker_restarts={max_worker_restarts} with num_workers=0"
         )
+
+
+def _check_ray_options(ray_options: Any, worker_method: str) -> dict[str, Any] | None:
+    """``ray_options`` only with Ray workers, as a mapping without Ray's own retries; Ray
+    itself must be installed (the core never imports it)."""
+    if ray_options is not None and worker_method != "ray":
+        raise ValueError(
+            "ray_options only applies to worker_method='ray', but got "
+            f"ray_options={ray_options!r} with worker_method={worker_method!r}"
+        )
+    if worker_method != "ray":
+        return None
+    if importlib.util.find_spec("ray") is None:
+        raise ImportError("worker_method='ray' needs Ray installed: pip install 'flowloader[ray]'")
+    if ray_options is None:
+        return None
+    if not isinstance(ray_options, Mapping):
+        raise TypeError(
+            f"ray_options should be a dict of Ray actor options, but got {ray_options!r}"
+        )
+    retries = [key for key in RAY_RETRY_OPTIONS if ray_options.get(key)]
+    if retries:
+        raise ValueError(
+            f"ray_options may not set {', '.join(retries)}: the loader decides what is loaded "
+            "again (every sample exactly once); use max_worker_restarts instead"
+        )
+    return dict(ray_options)
 
 
 def _check_iterable_options(shuffle: Any, sampler: Any, batch_sampler: Any) -> None:
@@ -230,6 +263,7 @@ def resolve(arguments: Mapping[str, Any], defaults: Defaults = NUMPY_DEFAULTS) -
         arguments["max_worker_restarts"],
         num_workers,
     )
+    ray_options = _check_ray_options(arguments["ray_options"], arguments["worker_method"])
     context = resolve_context(multiprocessing_context, num_workers)
     generator = _seed.resolve_generator(generator)
     if generator is None:
@@ -291,6 +325,7 @@ def resolve(arguments: Mapping[str, Any], defaults: Defaults = NUMPY_DEFAULTS) -
         max_skipped=max_skipped,
         worker_method=arguments["worker_method"],
         max_worker_restarts=int(arguments["max_worker_restarts"]),
+        ray_options=ray_options,
     )
 
 

@@ -54,6 +54,12 @@ class DataLoader(Generic[T_co]):
     docs/design/epoch.md. ``max_worker_restarts=N`` replaces a worker that dies (killed,
     out of memory, a crash in native code) up to N times per epoch, loading its batches
     again, so every sample still comes once and in order; past N, ``WorkerCrashedError``.
+
+    ``worker_method="ray"`` (``pip install "flowloader[ray]"``) runs the workers as Ray
+    actors on the cluster this process is connected to (a local Ray instance if none),
+    with ``ray_options`` passed to the actors (``num_cpus``, ``resources``, a scheduling
+    strategy, a ``runtime_env``); batches come through Ray's object store, the same as with
+    processes. See "When one machine is not enough" in the README.
     """
 
     _initialized = False
@@ -78,6 +84,7 @@ class DataLoader(Generic[T_co]):
     max_skipped: int | float | None
     worker_method: str
     max_worker_restarts: int
+    ray_options: dict[str, Any] | None
     _iterable: bool
 
     def __init__(
@@ -105,6 +112,7 @@ class DataLoader(Generic[T_co]):
         max_skipped: int | float | None = None,
         worker_method: str = "multiprocessing",
         max_worker_restarts: int = 0,
+        ray_options: dict[str, Any] | None = None,
     ) -> None:
         arguments = dict(locals())  # every parameter by name: the signature is written once
         del arguments["self"]
@@ -249,6 +257,8 @@ class DataLoader(Generic[T_co]):
         cpus = _plan.usable_cpu_count()
         if cpus is not None and self.num_workers <= cpus:
             return
+        if self.worker_method == "ray":
+            return  # the actors run on the cluster's CPUs, not this process's
         kind = "threads" if self.worker_method == "thread" else "processes"
         suggested = (
             f"Our suggested max number of worker in current system is {cpus}, which is smaller "

@@ -1,4 +1,5 @@
-"""Reused batch memory for thread workers: batches collated in place in ordinary memory.
+"""Reused batch memory for thread workers (and Ray actors): batches collated in place in
+ordinary memory.
 
 A thread worker hands its batch over as it is, so the batch's memory cannot be reused until
 the consumer drops the batch. Each batch is built in one block (bump-allocated by an Arena, as
@@ -18,11 +19,16 @@ from __future__ import annotations
 
 import collections
 import weakref
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from .._ipc import messages
 from .._ipc.segment_pool import Arena, capacity_for
+from ..randomness import SampleSeeds
 from .allocator import MMAP_THRESHOLD_BYTES
+from .body import WorkerBody, WorkerConfig
 
 # The smallest batch worth a block. Private: tests lower it to reach the blocks with small
 # batches. Read when a BatchBuffers is made, i.e. when a worker thread starts.
@@ -100,3 +106,23 @@ class BatchBuffers:
                 return _Block(capacity)
             if block.capacity >= capacity:
                 return block
+
+
+class BufferedWorker(WorkerBody):
+    """A worker body whose batches are collated into reused blocks: a thread's, handed over
+    as they are, and a Ray actor's, copied into the object store when its task returns (the
+    block is free again at once)."""
+
+    def __init__(self, config: WorkerConfig, send: Callable[[Any], None]) -> None:
+        super().__init__(config, send)
+        self.buffers = BatchBuffers()
+
+    def _reserve(self) -> Arena | None:
+        return self.buffers.arena()
+
+    def _fetch(self, task: messages.Task, seeds: SampleSeeds | None, arena: Any) -> Any:
+        try:
+            return super()._fetch(task, seeds, arena)
+        finally:
+            if arena is not None:  # (batches too small to gain from a block have none)
+                self.buffers.note(arena)

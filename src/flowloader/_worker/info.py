@@ -1,4 +1,5 @@
-"""WorkerInfo and get_worker_info(): what a worker process knows about itself."""
+"""WorkerInfo and get_worker_info(): what a worker (process, thread or Ray actor) knows about
+itself."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ class WorkerInfo:
     ``seed`` is the worker's seed (the loader's base seed plus ``id``); ``dataset`` is the
     worker's own copy of the dataset, which an IterableDataset uses to shard its stream (a
     thread worker's is a shallow copy: its attributes are its own, its arrays shared).
-    ``thread_id`` is the worker thread's ``threading.get_ident()`` (None in a process).
+    ``thread_id`` is the worker thread's ``threading.get_ident()`` (None in a process);
+    ``node_id`` the Ray node a Ray actor runs on (``worker_method="ray"``; None otherwise).
     Read-only (a frozen dataclass, as torch's is).
     """
 
@@ -25,8 +27,9 @@ class WorkerInfo:
     seed: int
     dataset: Any
     thread_id: int | None = None
-    # "multiprocessing" or "thread", as torch's WorkerInfo says.
+    # "multiprocessing" or "thread", as torch's WorkerInfo says; "ray" for Ray actors.
     worker_method: str = "multiprocessing"
+    node_id: str | None = None
 
 
 _current: WorkerInfo | None = None  # this process's, in a worker process

@@ -14,10 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._ipc import messages
-from .._ipc.segment_pool import Arena
-from ..randomness import SampleSeeds
-from .body import WorkerBody, WorkerConfig
-from .buffers import BatchBuffers
+from .body import WorkerConfig
+from .buffers import BufferedWorker
 from .info import WorkerInfo, set_thread_worker_info
 
 
@@ -29,13 +27,12 @@ class ThreadEnded:
     how: str
 
 
-class ThreadWorker(WorkerBody):
+class ThreadWorker(BufferedWorker):
     """A worker thread's body: batches are built in reused blocks (buffers.py) and handed
     over as they are."""
 
     def __init__(self, config: WorkerConfig, send: Any) -> None:
         super().__init__(config, send)
-        self.buffers = BatchBuffers()
         seed = config.base_seed + config.worker_id
         info = WorkerInfo(
             config.worker_id,
@@ -47,16 +44,6 @@ class ThreadWorker(WorkerBody):
         )
         set_thread_worker_info(info)
         self.start()
-
-    def _reserve(self) -> Arena | None:
-        return self.buffers.arena()
-
-    def _fetch(self, task: messages.Task, seeds: SampleSeeds | None, arena: Any) -> Any:
-        try:
-            return super()._fetch(task, seeds, arena)
-        finally:
-            if arena is not None:  # (batches too small to gain from a block have none)
-                self.buffers.note(arena)
 
 
 def run_thread_worker(

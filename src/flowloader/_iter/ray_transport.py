@@ -1,0 +1,252 @@
+"""Ray workers (``worker_method="ray"``): ``num_workers`` Ray actors run the worker body on
+the cluster this process is connected to, and batches come back through Ray's object store.
+
+Every rule of the epoch stays in this process, in the Epoch: this transport only turns actor
+calls into assignments and their outcomes into events. A task is one actor call whose
+returned object is the reply; ``receive`` waits on the calls in flight (at most the prefetch
+budget) and reads each reply once, dropping its reference at once, so that the batch's
+object lives exactly as long as the arrays the consumer holds (no growth over epochs). An
+actor's death (its process killed, its node gone) fails its calls with ``RayActorError``:
+one WorkerDied, after every reply it finished. Ray restarts nothing and re-runs nothing
+(``max_restarts=0``, ``max_task_retries=0``): the Epoch alone decides what is loaded again,
+so no batch can come twice.
+
+Arrays read from the object store are read-only views of it; the loader owns each object
+(nobody else holds its reference), so they are handed out writable, as with the other
+transports, without a copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any
+
+import numpy as np
+import ray
+
+from .._ipc import messages, tree
+from .._plan import LoadPlan
+from .._warn import warn_at_user
+from .._worker.ray_actor import RayWorker
+from .events import Assignment, Event, Failed, WorkerDied, from_reply
+from .transport import worker_config
+
+# A blocking wait is cut into slices this long, to notice actors the cluster cannot place.
+PLACEMENT_CHECK_S = 30.0
+DEFAULT_ACTOR_OPTIONS = {"num_cpus": 1}
+# Fixed: only the Epoch restarts workers and sends batches again.
+FIXED_ACTOR_OPTIONS = {"max_restarts": 0, "max_task_retries": 0}
+
+_started_local = False
+
+
+def connect() -> None:
+    """Use the Ray cluster this process is connected to; start a local one if there is none
+    (as Ray Data does), on loopback only, without the dashboard or usage statistics."""
+    global _started_local
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    if not _started_local:
+        _started_local = True
+        warn_at_user(
+            "worker_method='ray': Ray was not initialized, so a local Ray instance was "
+            "started on this machine. To use a cluster, call ray.init(address=...) before "
+            "iterating over the DataLoader."
+        )
+
+
+def _writable(array: np.ndarray) -> np.ndarray:
+    """A writable view of an array read from the object store (the loader's own object)."""
+    if array.flags.writeable:
+        return array
+    return np.asarray(_WritableView(array))
+
+
+class _WritableView:
+    """Exposes an array's memory as writable; holds the array, and so its object, alive."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+        interface = dict(array.__array_interface__)
+        interface["data"] = (interface["data"][0], False)
+        self.__array_interface__ = interface
+
+
+def _opened(batch: Any) -> Any:
+    structure, arrays = tree.split(batch)
+    if not arrays:
+        return batch
+    return tree.join(structure, [_writable(array) for array in arrays])
+
+
+class _Call:
+    """An actor call in flight: whose, from which pass, and what it was."""
+
+    __slots__ = ("generation", "kind", "task_id", "worker_id")
+
+    def __init__(self, worker_id: int, generation: int, kind: str, task_id: int = -1) -> None:
+        self.worker_id, self.generation, self.kind, self.task_id = (
+            worker_id,
+            generation,
+            kind,
+            task_id,
+        )
+
+
+class RayTransport:
+    prefetches = True
+    worker_method = "ray"
+
+    def __init__(self, plan: LoadPlan, base_seed: int) -> None:
+        connect()
+        self._plan = plan
+        try:  # once for every actor: the dataset is usually the largest part
+            self._shared: Any = ray.put(worker_config(plan, 0, base_seed))
+        except Exception as error:
+            raise TypeError(
+                "worker_method='ray' sends the dataset, collate_fn and worker_init_fn to its "
+                f"actors pickled, and they cannot be pickled: {error}"
+            ) from error
+        options = {**DEFAULT_ACTOR_OPTIONS, **(plan.ray_options or {}), **FIXED_ACTOR_OPTIONS}
+        self._actor_class: Any = ray.remote(RayWorker).options(**options)
+        self._options = options
+        self._calls: dict[Any, _Call] = {}  # ObjectRef -> call, oldest first
+        self._actors: list[Any] = [None] * plan.num_workers
+        # worker id -> (pid, node id, node address, actor id), once the actor answered
+        self._described: dict[int, tuple[int, str, str, str]] = {}
+        self._generation = 0
+        self._placement_warned = False
+        self._closed = False
+        for worker_id in range(plan.num_workers):
+            self._start(worker_id)
+
+    def _start(self, worker_id: int) -> None:
+        actor = self._actor_class.remote(self._shared, worker_id)
+        self._actors[worker_id] = actor
+        self._described.pop(worker_id, None)
+        self._calls[actor.describe.remote()] = _Call(worker_id, self._generation, "describe")
+
+    def send(self, assignments: list[Assignment]) -> None:
+        for a in assignments:
+            task = messages.Task(self._generation, a.task_id, a.indices, epoch_seed=a.epoch_seed)
+            ref = self._actors[a.worker_id].run.remote(task)
+            self._calls[ref] = _Call(a.worker_id, self._generation, "task", a.task_id)
+
+    def receive(self, timeout: float | None) -> list[Event]:
+        ready = self._wait(timeout)
+        if not ready:
+            return []
+        events: list[Event] = []
+        ready_set = set(ready)
+        for ref in list(self._calls):  # oldest first: a death after the replies before it
+            call = self._calls.get(ref)
+            if call is None or ref not in ready_set:
+                continue
+            del self._calls[ref]
+            event = self._outcome(ref, call)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def _wait(self, timeout: float | None) -> list[Any]:
+        """The calls that have finished within ``timeout`` (None: until one has)."""
+        if not self._calls:  # nothing can arrive
+            time.sleep(0.01 if timeout is None else timeout)
+            return []
+        refs = list(self._calls)
+        while True:
+            wait_s = PLACEMENT_CHECK_S if timeout is None else timeout
+            ready, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
+            if ready or timeout is not None:
+                break
+            self._warn_unplaced()
+        if ready and len(refs) > 1:
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        return ready
+
+    def _warn_unplaced(self) -> None:
+        """Nothing came for a while and some actors never started: say why it waits."""
+        unplaced = [w for w in range(len(self._actors)) if w not in self._described]
+        if not unplaced or self._placement_warned:
+            return
+        self._placement_warned = True
+        warn_at_user(
+            f"worker_method='ray': actors {unplaced} have not started after "
+            f"{PLACEMENT_CHECK_S:.0f} s; the cluster may have no room for actor options "
+            f"{self._options} (available now: {ray.available_resources()})",
+            RuntimeWarning,
+        )
+
+    def _outcome(self, ref: Any, call: _Call) -> Event | None:
+        worker_id = call.worker_id
+        try:
+            reply = ray.get(ref)
+        except ray.exceptions.RayActorError as error:
+            return self._died(worker_id, error)
+        except Exception as error:  # the reply could not be read here (a class, a fetch)
+            if call.kind != "task" or call.generation != self._generation:
+                return None
+            return Failed(call.task_id, worker_id, error, fatal=True)
+        if call.kind == "describe":
+            self._described[worker_id] = reply
+            return None
+        if call.generation != self._generation:
+            return None  # from an epoch that ended early
+        if isinstance(reply, messages.Result):
+            return from_reply(reply, _opened(reply.batch))
+        return from_reply(reply)
+
+    def _died(self, worker_id: int, error: BaseException) -> WorkerDied:
+        """The actor is gone: one WorkerDied; its other calls are dropped (they fail too)."""
+        for ref in [r for r, c in self._calls.items() if c.worker_id == worker_id]:
+            del self._calls[ref]
+        pid, node_id, address, actor_id = self._described.get(worker_id, (None, "?", "?", "?"))
+        if actor_id == "?":
+            actor_id = self._actors[worker_id]._actor_id.hex()
+        cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        how = (
+            f"Ray actor {actor_id} on node {address} ({node_id[:12]}) died: "
+            f"{type(error).__name__}: {cause}"
+        )
+        return WorkerDied(worker_id, pid, how)
+
+    def restart(self, worker_id: int) -> None:
+        old = self._actors[worker_id]
+        for ref in [r for r, c in self._calls.items() if c.worker_id == worker_id]:
+            del self._calls[ref]
+        _kill(old)
+        self._start(worker_id)
+
+    def new_epoch(self) -> None:
+        self._generation += 1
+        for ref in [r for r, c in self._calls.items() if c.kind == "task"]:
+            del self._calls[ref]  # stale: an object nobody holds is freed once it is made
+        if self._plan.iterable:
+            for actor in self._actors:
+                actor.resume.remote()
+
+    def stage_readings(self) -> dict[str, float] | None:
+        return None
+
+    def shutdown(self, grace_s: float | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._calls.clear()
+        if ray.is_initialized():
+            for actor in self._actors:
+                if actor is not None:
+                    _kill(actor)
+        self._actors = [None] * len(self._actors)
+        self._shared = None
+
+
+def _kill(actor: Any) -> None:
+    """Stop an actor now (its process exits; it is not restarted); it may be gone already."""
+    with contextlib.suppress(Exception):
+        ray.kill(actor, no_restart=True)
