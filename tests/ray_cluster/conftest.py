@@ -22,6 +22,10 @@ import pytest
 # address lookup returns loopback instead of probing for an outward address.
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+# Ray's token authentication keeps one token per machine (~/.ray/auth_token), which every
+# new instance rewrites: the tests' second drivers and instances would be refused. Loopback
+# inside a namespace of its own needs no token.
+os.environ["RAY_AUTH_MODE"] = "disabled"
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'flowloader[ray]')")
 

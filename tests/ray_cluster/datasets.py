@@ -92,3 +92,21 @@ class Sleeps(fl.Dataset):
     def __getitem__(self, i: int) -> int:
         time.sleep(30)
         return i
+
+
+def _cannot_be_rebuilt() -> None:
+    raise ModuleNotFoundError("No module named 'only_on_the_driver'")
+
+
+class Unrebuildable(fl.Dataset):
+    """Pickles on the driver, but cannot be rebuilt on the actors' nodes (a module that is
+    only on the driver, a version that differs)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+    def __reduce__(self):
+        return (_cannot_be_rebuilt, ())

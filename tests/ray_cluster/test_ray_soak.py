@@ -20,7 +20,8 @@ from .test_ray_transport import actor_info, assert_same, batches
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 
 DATASET = Noisy(n=64)
-SLOW_DATASET = Noisy(n=64, delay_s=0.01)
+# 20 batches: at the kill (after at most 5) both actors still have batches to load.
+SLOW_DATASET = Noisy(n=160, delay_s=0.005)
 BATCH = 8
 # (worker_method, num_workers) pairs a resume may start or end in.
 TRANSPORTS = [("ray", 1), ("ray", 2), ("ray", 3), ("multiprocessing", 2), ("thread", 2), ("", 0)]

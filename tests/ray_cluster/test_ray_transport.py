@@ -19,7 +19,16 @@ import flowloader as fl
 from flowloader.errors import LoaderTimeoutError, WorkerCrashedError
 
 from .conftest import ON_WORKER_NODES, live_loader_actors, ray
-from .datasets import FailsAt, Large, Noisy, Sleeps, Stream, Unpicklable, WhereLoaded
+from .datasets import (
+    FailsAt,
+    Large,
+    Noisy,
+    Sleeps,
+    Stream,
+    Unpicklable,
+    Unrebuildable,
+    WhereLoaded,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
 
@@ -254,56 +263,48 @@ def test_nothing_is_left_when_the_driver_is_killed(cluster, tmp_path) -> None:
     assert settled_object_store_objects(at_most=0) == 0  # the dead driver's objects too
 
 
-def test_without_ray_initialized_a_local_instance_is_started_once(tmp_path) -> None:
-    script = tmp_path / "local.py"
-    script.write_text(
-        textwrap.dedent(
-            f"""
-            import sys, warnings
-            sys.path.insert(0, {os.getcwd()!r})
-            import ray
-            import flowloader as fl
-            from tests.ray_cluster.datasets import Noisy
-            warnings.simplefilter("always")
-            for _ in range(2):
-                data = fl.DataLoader(Noisy(n=16), batch_size=4, num_workers=2,
-                                     worker_method="ray")
-                assert len(list(data)) == 4
-            print([n["NodeManagerAddress"] for n in ray.nodes()])
-            """
-        )
+def run_driver(tmp_path, code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a new Python process not connected to the tests' cluster."""
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent(code))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = os.getcwd()  # the driver imports the tests' datasets
+    return subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
     )
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+
+
+def test_without_ray_initialized_a_local_instance_is_started_once(tmp_path) -> None:
+    done = run_driver(
+        tmp_path,
+        """
+        import warnings
+        import ray
+        import flowloader as fl
+        from tests.ray_cluster import datasets
+        ray.cloudpickle.register_pickle_by_value(datasets)
+        warnings.simplefilter("always")
+        for _ in range(2):
+            data = fl.DataLoader(datasets.Noisy(n=16), batch_size=4, num_workers=2,
+                                 worker_method="ray")
+            assert len(list(data)) == 4
+        print([n["NodeManagerAddress"] for n in ray.nodes()])
+        """,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "['127.0.0.1']"
-    assert done.stderr.count("a local Ray instance was started") == 1
+    assert done.stderr.count("started a local Ray instance on this machine") == 1
 
 
-def test_shards_over_http_are_read_by_the_actors_on_their_nodes(cluster, tmp_path) -> None:
-    from flowloader.shards import ShardedDataset, write_shards
-
-    from ..shard_server import ShardServer
-
-    samples = [{"__key__": f"s{i:04d}", "cls": i} for i in range(40)]
-    paths = write_shards(samples, str(tmp_path / "part-%03d.tar"), max_count=8)
-    with ShardServer(str(tmp_path)) as server:
-        assert server.url("x").startswith("http://127.0.0.1:")
-        urls = [server.url(os.path.basename(p)) for p in paths]
-        dataset = ShardedDataset(urls, cache_dir=str(tmp_path / "cache"))
-        got = [
-            int(c)
-            for b in loader(dataset, batch_size=8, collate_fn=lambda s: [x["cls"] for x in s])
-            for c in b
-        ]
-        assert got == list(range(40))
-        # each shard fetched once, by the actor that read it
-        assert [server.gets[os.path.basename(p)] for p in paths] == [1] * len(paths)
-
-
-def test_ray_is_asked_for_nothing_it_would_retry(cluster) -> None:
-    for key in ("max_restarts", "max_task_retries"):
-        with pytest.raises(ValueError, match="max_worker_restarts"):
-            loader(Noisy(), ray_options={key: 3})
-    assert ray.is_initialized()
+def test_a_dataset_the_actors_cannot_rebuild_is_named_in_the_error(cluster) -> None:
+    with pytest.raises(WorkerCrashedError) as caught:
+        list(loader(Unrebuildable(), batch_size=4, num_workers=1))
+    message = str(caught.value)
+    assert "ModuleNotFoundError: No module named 'only_on_the_driver'" in message
+    assert "creation task" in message
+    assert "\x1b[" not in message  # Ray's terminal colours are taken out

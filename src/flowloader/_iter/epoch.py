@@ -30,6 +30,8 @@ _END = object()
 
 
 def _who(event: WorkerDied) -> str:
+    if event.who is not None:
+        return event.who
     return f"pid {event.pid}" if event.pid is not None else "a thread"
 
 

@@ -87,6 +87,8 @@ class WorkerDied:
     pid: int | None
     how: str
     signal: int | None = None
+    # How errors name the worker where a pid does not ("Ray actor 1f3c..."); None: a thread.
+    who: str | None = None
 
 
 Event = Loaded | Emptied | Failed | StreamEnded | WorkerDied

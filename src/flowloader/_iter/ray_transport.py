@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from typing import Any
 
@@ -33,30 +34,44 @@ from .._worker.ray_actor import RayWorker
 from .events import Assignment, Event, Failed, WorkerDied, from_reply
 from .transport import worker_config
 
+# "ModuleNotFoundError: No module named 'x'": the last such line of a creation task's error.
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b: ")
+_TERMINAL_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
 # A blocking wait is cut into slices this long, to notice actors the cluster cannot place.
 PLACEMENT_CHECK_S = 30.0
 DEFAULT_ACTOR_OPTIONS = {"num_cpus": 1}
 # Fixed: only the Epoch restarts workers and sends batches again.
 FIXED_ACTOR_OPTIONS = {"max_restarts": 0, "max_task_retries": 0}
 
-_started_local = False
+_said_how_connected = False
 
 
 def connect() -> None:
-    """Use the Ray cluster this process is connected to; start a local one if there is none
-    (as Ray Data does), on loopback only, without the dashboard or usage statistics."""
-    global _started_local
+    """Use the Ray cluster this process is connected to. If there is none, join the cluster
+    ``RAY_ADDRESS`` names, or else start a new local instance (on loopback only, without the
+    dashboard or usage statistics); say which, once."""
+    global _said_how_connected
     if ray.is_initialized():
         return
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-    if not _started_local:
-        _started_local = True
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(log_to_driver=False)
+        how = f"joined the Ray cluster at RAY_ADDRESS={address}"
+    else:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        ray.init(
+            address="local",
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=False,
+        )
+        how = "started a local Ray instance on this machine"
+    if not _said_how_connected:
+        _said_how_connected = True
         warn_at_user(
-            "worker_method='ray': Ray was not initialized, so a local Ray instance was "
-            "started on this machine. To use a cluster, call ray.init(address=...) before "
-            "iterating over the DataLoader."
+            f"worker_method='ray': Ray was not initialized, so the loader {how}. To choose "
+            "the cluster, call ray.init(address=...) before iterating over the DataLoader."
         )
 
 
@@ -205,15 +220,11 @@ class RayTransport:
         """The actor is gone: one WorkerDied; its other calls are dropped (they fail too)."""
         for ref in [r for r, c in self._calls.items() if c.worker_id == worker_id]:
             del self._calls[ref]
-        pid, node_id, address, actor_id = self._described.get(worker_id, (None, "?", "?", "?"))
-        if actor_id == "?":
-            actor_id = self._actors[worker_id]._actor_id.hex()
-        cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        how = (
-            f"Ray actor {actor_id} on node {address} ({node_id[:12]}) died: "
-            f"{type(error).__name__}: {cause}"
-        )
-        return WorkerDied(worker_id, pid, how)
+        pid, node_id, address, actor_id = self._described.get(worker_id, (None, "", "", ""))
+        actor_id = actor_id or self._actors[worker_id]._actor_id.hex()
+        where = f" on node {address} ({node_id[:12]})" if node_id else " (before it started)"
+        who = f"Ray actor {actor_id}" + ("" if pid is None else f", pid {pid}")
+        return WorkerDied(worker_id, pid, f"{who}{where}: {_cause(error)}", who=who)
 
     def restart(self, worker_id: int) -> None:
         old = self._actors[worker_id]
@@ -244,6 +255,16 @@ class RayTransport:
                     _kill(actor)
         self._actors = [None] * len(self._actors)
         self._shared = None
+
+
+def _cause(error: BaseException) -> str:
+    """What killed the actor, in a line or two: Ray's first line, and the exception its
+    creation task raised where that is why (a dataset that cannot be unpickled there)."""
+    text = _TERMINAL_COLOURS.sub("", str(error))
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    cause = f"{type(error).__name__}: {lines[0] if lines else ''}"
+    raised = [line for line in lines[1:] if _EXCEPTION_LINE.match(line)]
+    return f"{cause} ({raised[-1]})" if raised else cause
 
 
 def _kill(actor: Any) -> None:
