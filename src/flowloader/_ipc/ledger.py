@@ -26,14 +26,17 @@ class SegmentLedger:
         # (worker id, segment name) of batches the consumer dropped; appended by finalizers.
         self._dropped: collections.deque[tuple[int, str]] = collections.deque()
         self._owed: dict[int, list[str]] = collections.defaultdict(list)
+        self._on_drop: dict[int, Callable[[str], None]] = {}  # made once per worker id
 
     def open(self, worker_id: int, encoded: EncodedBatch) -> Any:
         """The batch as views of its segment; the segment is owed back once it is dropped."""
-        return decode(encoded, self.cache, self._on_drop(worker_id))
-
-    def _on_drop(self, worker_id: int) -> Callable[[str], None]:
-        # Holds the queue only, not the ledger: batches the user keeps keep nothing else alive.
-        return functools.partial(_note_drop, self._dropped, worker_id)
+        on_drop = self._on_drop.get(worker_id)
+        if on_drop is None:
+            # Holds the queue only, not the ledger: batches the user keeps keep nothing else.
+            on_drop = self._on_drop[worker_id] = functools.partial(
+                _note_drop, self._dropped, worker_id
+            )
+        return decode(encoded, self.cache, on_drop)
 
     def forget(self, names: tuple[str, ...]) -> None:
         """The worker retired these segments: unmap them here (views handed out stay valid)."""

@@ -32,6 +32,10 @@ class Poller:
         timeout_ms = None if timeout_s is None else max(0, int(timeout_s * 1000 + 0.999))
         return [self._by_fd[fd] for fd, _ in self._poll.poll(timeout_ms)]
 
+    def any_ready(self) -> bool:
+        """Whether any handle is readable (or closed) now, without building the list."""
+        return bool(self._poll.poll(0))
+
     def forget(self, handle: Any) -> None:
         """Stop watching ``handle`` (a dead worker's pipe and sentinel stay readable forever)."""
         fd = handle if isinstance(handle, int) else handle.fileno()

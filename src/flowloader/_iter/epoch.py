@@ -369,11 +369,14 @@ class Epoch:
         self.stats.worker_busy_s += stages.get("task", 0.0)
 
     def _note_cpu(self, worker_id: int, cpu_s: float) -> None:
-        self._worker_cpu[worker_id] = cpu_s
-        start = self._cpu_at_start
-        self.stats.worker_cpu_s = sum(
-            cpu - start.get(worker, 0.0) for worker, cpu in self._worker_cpu.items()
-        )
+        """The sum over workers of their CPU time this epoch, kept up by the change in this
+        worker's reading (summing every worker's per batch cost O(workers))."""
+        worker_cpu = self._worker_cpu
+        before = worker_cpu.get(worker_id)
+        if before is None:
+            before = self._cpu_at_start.get(worker_id, 0.0)
+        worker_cpu[worker_id] = cpu_s
+        self.stats.worker_cpu_s += cpu_s - before
 
     def count_batch(self, waited_s: float) -> None:
         """The consumer waited ``waited_s`` for a batch."""

@@ -6,10 +6,10 @@ their segments is the process transport's SegmentLedger.)
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import multiprocessing
 import os
+import pickle
 import signal
 import time
 from typing import Any
@@ -167,12 +167,26 @@ class WorkerGroup:
         self._pipe_pollers[worker_id] = Poller([result_reader])
 
     def send(self, worker_id: int, message: Any) -> None:
-        """Send to a worker; a dead worker is reported by :meth:`receive`, not here."""
+        """Send to a worker; a dead worker is reported by :meth:`receive`, not here.
+
+        Pickled by the plain pickler: ``Connection.send``'s ForkingPickler copies its
+        dispatch table for every message, a cost paid once per batch. What only the
+        ForkingPickler can pickle (a sampler's exotic indices) still goes through it.
+        """
         conn = self.task_conns[worker_id]
         if conn is None:  # its replacement failed to start: the epoch ends with a crash
             return
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
-            conn.send(message)
+        try:
+            data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            data = None
+        try:
+            if data is None:
+                conn.send(message)
+            else:
+                conn.send_bytes(data)
+        except OSError:  # BrokenPipeError, ConnectionResetError: the worker is gone
+            pass
 
     def receive(self, timeout: float | None) -> tuple[list[Any], list[int]]:
         """Wait up to ``timeout`` for messages; returns (messages, ids of workers that died).
@@ -204,7 +218,7 @@ class WorkerGroup:
         try:
             if known_ready:
                 into.append(conn.recv())
-            while poller.ready(0):
+            while poller.any_ready():
                 into.append(conn.recv())
         except (EOFError, OSError):
             return False
