@@ -5,15 +5,17 @@ the first batch against torch's DataLoader.
 The pipeline is the ImageNet training pipeline over ``flowloader bench``'s built-in
 ImageFolder (2,000 JPEGs of 500x375; decode + RandomResizedCrop 224 + flip + normalise to
 float32, the native kernel), batch 64, 2 workers. Ray Data runs the very same per-sample
-code (the same ImageFolder's ``__getitem__``) in ``map_batches`` over a shuffled range of
-indices, with ``iter_torch_batches(batch_size=64)``, with and without ``preserve_order``:
+code (the same ImageFolder's ``__getitem__``) in ``map_batches`` over a shuffled array of
+indices (shuffled on the driver: no all-to-all shuffle), in a pool of as many tasks as
+workers, with ``iter_torch_batches(batch_size=64)``, with and without ``preserve_order``:
 what differs is only the engine around the work. Rounds alternate the sides; the ratios are
 of medians. Needs Ray (``ray[data]`` for the Ray Data side) and torch in the environment:
 
     python -m benchmarks.ray_transport [--batches 20] [--runs 3] [--json out.json]
 
 Runs a local Ray instance on loopback (``num_cpus`` = the workers), without the dashboard or
-usage statistics.
+usage statistics, with dropped objects freed every 10 ms as the loader's own local instance
+does (``--free-period-ms 0``: Ray's default, once a second).
 """
 
 from __future__ import annotations
@@ -89,32 +91,54 @@ def ray_data_side(preserve_order: bool, workers: int) -> Callable[[Any, int], tu
         context.enable_progress_bars = False
 
         def load(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-            samples = [dataset[int(i)] for i in batch["id"]]
+            samples = [dataset[int(i)] for i in batch["data"]]
             return {
                 "image": np.stack([s[0] for s in samples]),
                 "label": np.array([s[1] for s in samples]),
             }
 
-        pipeline = (
-            ray.data.range(len(dataset), override_num_blocks=len(dataset) // BATCH)
-            .random_shuffle()
-            .map_batches(load, batch_size=BATCH, concurrency=workers)
+        order = np.random.default_rng().permutation(len(dataset))  # shuffled, as the others
+        blocks = np.array_split(order, len(order) // BATCH)  # a block per batch: parallel tasks
+        pipeline = ray.data.from_numpy(blocks).map_batches(
+            load,
+            batch_size=BATCH,
+            compute=ray.data.TaskPoolStrategy(size=workers),
         )
-        return _timed(pipeline.iter_torch_batches(batch_size=BATCH), count)
+        timed = _timed(pipeline.iter_torch_batches(batch_size=BATCH), count)
+        _wait_until_idle(workers)  # its executor goes on after the last batch taken
+        return timed
 
     return run
 
 
-def measure(workers: int, batches: int, runs: int) -> dict[str, dict[str, list[float]]]:
+def _wait_until_idle(cpus: int, timeout_s: float = 60.0) -> None:
+    """Until no Ray task holds a CPU (so that the next side runs alone), within a bound."""
+    import gc
+
+    import ray
+
+    gc.collect()
+    deadline = time.monotonic() + timeout_s
+    while ray.available_resources().get("CPU", 0) < cpus and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def measure(
+    workers: int, batches: int, runs: int, free_period_ms: int = 10, ray_data: bool = True
+) -> dict[str, dict[str, list[float]]]:
     import ray
 
     dataset = _dataset()
     dataset[0]  # the files in the page cache for every side
     ray.init(
+        address="local",
         num_cpus=workers,
         include_dashboard=False,
         _node_ip_address="127.0.0.1",
         log_to_driver=False,
+        _system_config={"free_objects_period_milliseconds": free_period_ms}
+        if free_period_ms
+        else None,
     )
     sides: dict[str, Callable[[Any, int], tuple[float, float]]] = {
         "flowloader, worker processes": flowloader_side("multiprocessing", workers),
@@ -122,24 +146,23 @@ def measure(workers: int, batches: int, runs: int) -> dict[str, dict[str, list[f
         "torch DataLoader, worker processes": torch_side(workers),
     }
     try:
+        if not ray_data:
+            raise ImportError("left out (--no-ray-data)")
         import ray.data
 
         sides["Ray Data, preserve_order=False"] = ray_data_side(False, workers)
         sides["Ray Data, preserve_order=True"] = ray_data_side(True, workers)
-    except ImportError:
-        print("Ray Data is not installed (pip install 'ray[data]'): its sides are left out")
+    except ImportError as error:
+        print(f"Ray Data's sides are left out: {error} (pip install 'ray[data]')")
     results: dict[str, dict[str, list[float]]] = {
         name: {"first_batch_s": [], "samples_per_s": []} for name in sides
     }
-    try:
-        for _ in range(runs):
-            for name, run in sides.items():
-                to_first, rate = run(dataset, batches)
-                results[name]["first_batch_s"].append(to_first)
-                results[name]["samples_per_s"].append(rate)
-                print(f"{name}: first batch {to_first:.2f} s, {rate:,.0f} samples/s", flush=True)
-    finally:
-        ray.shutdown()
+    for _ in range(runs):
+        for name, run in sides.items():
+            to_first, rate = run(dataset, batches)
+            results[name]["first_batch_s"].append(to_first)
+            results[name]["samples_per_s"].append(rate)
+            print(f"{name}: first batch {to_first:.2f} s, {rate:,.0f} samples/s", flush=True)
     return results
 
 
@@ -168,12 +191,26 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--free-period-ms",
+        type=int,
+        default=10,
+        help="Ray's free_objects_period_milliseconds (0: Ray's default, 1000)",
+    )
+    parser.add_argument("--no-ray-data", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args()
     print(environment())
-    results = measure(args.workers, args.batches, args.runs)
-    print(table(results))
-    write_json(args.json, [results])
+    import ray
+
+    try:
+        results = measure(
+            args.workers, args.batches, args.runs, args.free_period_ms, not args.no_ray_data
+        )
+        print(table(results), flush=True)
+        write_json(args.json, [results])
+    finally:  # last: Ray Data's threads may end the process once Ray is shut down
+        ray.shutdown()
 
 
 if __name__ == "__main__":
