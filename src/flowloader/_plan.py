@@ -156,6 +156,18 @@ WORKER_METHODS = ("multiprocessing", "thread", "ray")
 # Options that would let Ray restart actors or re-run tasks itself: the Epoch alone decides
 # what is loaded again (max_worker_restarts), or a batch could come twice.
 RAY_RETRY_OPTIONS = ("max_restarts", "max_task_retries", "max_retries")
+# Options the loader's actors cannot take: calls run one at a time and in order (replies,
+# deaths and epochs stay in order), each worker is its own actor, and actors end with the
+# loader (or with the process that made it).
+RAY_FIXED_OPTIONS = (
+    "max_concurrency",
+    "concurrency_groups",
+    "allow_out_of_order_execution",
+    "lifetime",
+    "name",
+    "namespace",
+    "get_if_exists",
+)
 
 
 def _check_worker_method(
@@ -206,10 +218,17 @@ def _check_ray_options(ray_options: Any, worker_method: str) -> dict[str, Any] |
             f"ray_options should be a dict of Ray actor options, but got {ray_options!r}"
         )
     retries = [key for key in RAY_RETRY_OPTIONS if ray_options.get(key)]
-    if retries:
+    if retries or "max_retries" in ray_options:
         raise ValueError(
-            f"ray_options may not set {', '.join(retries)}: the loader decides what is loaded "
-            "again (every sample exactly once); use max_worker_restarts instead"
+            f"ray_options may not set {', '.join(retries or ['max_retries'])}: the loader "
+            "decides what is loaded again (every sample exactly once); use "
+            "max_worker_restarts instead"
+        )
+    fixed = [key for key in RAY_FIXED_OPTIONS if key in ray_options]
+    if fixed:
+        raise ValueError(
+            f"ray_options may not set {', '.join(fixed)}: each worker is one actor of its "
+            "own that runs its calls one at a time, in order, and ends with the loader"
         )
     return dict(ray_options)
 

@@ -15,8 +15,8 @@ class Noisy(fl.Dataset):
     """Sample i: an image-like array with draws from its own generator, and i. The same for
     any worker count and transport only if every sample's generator is."""
 
-    def __init__(self, n: int = 96, delay_s: float = 0.0) -> None:
-        self.n, self.delay_s = n, delay_s
+    def __init__(self, n: int = 96, delay_s: float = 0.0, side: int = 16) -> None:
+        self.n, self.delay_s, self.side = n, delay_s, side
 
     def __len__(self) -> int:
         return self.n
@@ -25,7 +25,8 @@ class Noisy(fl.Dataset):
         if self.delay_s:
             time.sleep(self.delay_s)
         rng = fl.sample_rng()
-        return {"image": rng.random((3, 16, 16), dtype=np.float32), "index": np.int64(i)}
+        image = rng.random((3, self.side, self.side), dtype=np.float32)
+        return {"image": image, "index": np.int64(i)}
 
 
 class Large(fl.Dataset):
@@ -110,3 +111,26 @@ class Unrebuildable(fl.Dataset):
 
     def __reduce__(self):
         return (_cannot_be_rebuilt, ())
+
+
+class WritesItsCache(fl.Dataset):
+    """Fills an array of its own as it loads (a cache): the dataset's arrays must be the
+    worker's own, writable, as in a worker process."""
+
+    def __init__(self) -> None:
+        self.cache = np.zeros(16, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, i: int) -> np.int64:
+        self.cache[i] = i
+        return np.int64(self.cache[: i + 1].sum())
+
+
+def lock_in_batch_4(samples: list) -> dict:
+    """A collate_fn whose batch 4 holds a lock, which cannot be pickled."""
+    batch = {"x": np.stack(samples)}
+    if int(samples[0]) == 16:
+        batch["lock"] = threading.Lock()
+    return batch

@@ -28,6 +28,8 @@ from .datasets import (
     Unpicklable,
     Unrebuildable,
     WhereLoaded,
+    WritesItsCache,
+    lock_in_batch_4,
 )
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
@@ -104,6 +106,22 @@ def test_a_worker_error_is_raised_with_its_indices_and_the_epoch_goes_on(cluster
     assert [int(b[0]) for b in first + rest] == [0, 4, 12, 16, 20, 24, 28]
 
 
+def test_the_actors_datasets_are_their_own_and_writable(cluster) -> None:
+    expected = [int(s) for s in fl.DataLoader(WritesItsCache(), batch_size=None)]
+    got = [int(s) for s in loader(WritesItsCache(), batch_size=None, num_workers=1)]
+    assert got == expected
+
+
+def test_a_batch_that_cannot_be_sent_fails_alone(cluster) -> None:
+    iterator = iter(loader(FailsAt(-1), batch_size=4, collate_fn=lock_in_batch_4))
+    got = [int(next(iterator)["x"][0]) for _ in range(4)]
+    with pytest.raises(TypeError, match="while sending the batch") as caught:
+        next(iterator)
+    assert "[16, 17, 18, 19]" in str(caught.value)
+    got += [int(b["x"][0]) for b in iterator]
+    assert got == [0, 4, 8, 12, 20, 24, 28]
+
+
 def test_an_unpicklable_dataset_is_a_clear_error(cluster) -> None:
     with pytest.raises(TypeError, match="cannot be pickled"):
         iter(loader(Unpicklable()))
@@ -117,6 +135,10 @@ def test_timeout_names_the_pending_indices(cluster) -> None:
 def test_iterable_streams_resume_on_persistent_actors(cluster) -> None:
     data = loader(Stream(), batch_size=4, persistent_workers=True)
     expected = sorted(np.concatenate(list(fl.DataLoader(Stream(), batch_size=4))).tolist())
+    for _ in range(2):
+        assert sorted(np.concatenate(list(data)).tolist()) == expected
+    iterator = iter(data)
+    next(iterator)  # an epoch left early: its tasks in flight are stale in the next one
     for _ in range(2):
         assert sorted(np.concatenate(list(data)).tolist()) == expected
 
@@ -192,7 +214,7 @@ def test_an_actor_killed_mid_epoch_is_replaced_and_nothing_is_lost(cluster) -> N
     data = loader(dataset, shuffle=True, generator=5, max_worker_restarts=1)
     iterator = iter(data)
     got = batches([next(iterator) for _ in range(3)])
-    os.kill(actor_info(iterator, 1)[0], signal.SIGKILL)
+    os.kill(iterator._transport._described[1][0], signal.SIGKILL)  # while it loads
     with pytest.warns(RuntimeWarning, match="restarting it"):
         got += batches(iterator)
     assert_same(got, expected)
@@ -213,12 +235,13 @@ def test_without_restarts_the_crash_names_the_actor_its_node_and_indices(cluster
 
 
 def test_a_node_killed_mid_epoch_is_replaced_and_nothing_is_lost(cluster) -> None:
-    dataset = Noisy(n=96, delay_s=0.01)
+    # Batches of 384 KiB: replies that wait in the killed node's object store are lost too.
+    dataset = Noisy(n=96, delay_s=0.01, side=64)
     expected = reference(dataset, batch_size=8, shuffle=True, generator=9)
     data = loader(dataset, shuffle=True, generator=9, max_worker_restarts=2)
     iterator = iter(data)
     got = batches([next(iterator) for _ in range(2)])
-    cluster.kill_node(actor_info(iterator, 0)[1])
+    cluster.kill_node(iterator._transport._described[0][1])  # busy: it has batches to load
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         got += batches(iterator)

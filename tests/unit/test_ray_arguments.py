@@ -37,6 +37,11 @@ def test_ray_options_may_not_ask_ray_to_retry() -> None:
     for key in ("max_restarts", "max_task_retries", "max_retries"):
         with pytest.raises(ValueError, match=f"may not set {key}.*max_worker_restarts"):
             fl.DataLoader(Tiny(), num_workers=2, worker_method="ray", ray_options={key: 2})
+    with pytest.raises(ValueError, match="may not set max_retries"):
+        fl.DataLoader(Tiny(), num_workers=2, worker_method="ray", ray_options={"max_retries": 0})
+    for key, value in [("max_concurrency", 4), ("lifetime", "detached"), ("name", "w")]:
+        with pytest.raises(ValueError, match=f"may not set {key}: each worker is one actor"):
+            fl.DataLoader(Tiny(), num_workers=2, worker_method="ray", ray_options={key: value})
     with pytest.raises(TypeError, match="dict of Ray actor options"):
         fl.DataLoader(Tiny(), num_workers=2, worker_method="ray", ray_options=["num_cpus"])
     loader = fl.DataLoader(

@@ -45,16 +45,23 @@ DEFAULT_ACTOR_OPTIONS = {"num_cpus": 1}
 # fresh object-store pages, and faulting them in cost an actor 31 ms per 38 MB batch here
 # against 11 ms with frees every 10 ms (README: the same setting for a cluster).
 LOCAL_SYSTEM_CONFIG = {"free_objects_period_milliseconds": 10}
-# Fixed: only the Epoch restarts workers and sends batches again.
-FIXED_ACTOR_OPTIONS = {"max_restarts": 0, "max_task_retries": 0}
+# Fixed: only the Epoch restarts workers and sends batches again, and an actor runs its calls
+# one at a time in the order sent (what keeps replies, deaths and epochs in order).
+FIXED_ACTOR_OPTIONS = {
+    "max_restarts": 0,
+    "max_task_retries": 0,
+    "max_concurrency": 1,
+    "allow_out_of_order_execution": False,
+}
 
 _said_how_connected = False
 
 
-def connect() -> None:
+def connect(num_workers: int) -> None:
     """Use the Ray cluster this process is connected to. If there is none, join the cluster
     ``RAY_ADDRESS`` names, or else start a new local instance (on loopback only, without the
-    dashboard or usage statistics); say which, once."""
+    dashboard or usage statistics, with room for ``num_workers`` actors however many cores
+    this machine has, as processes would oversubscribe them); say which, once."""
     global _said_how_connected
     if ray.is_initialized():
         return
@@ -67,6 +74,7 @@ def connect() -> None:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         ray.init(
             address="local",
+            num_cpus=max(os.cpu_count() or 1, num_workers),
             include_dashboard=False,
             _node_ip_address="127.0.0.1",
             log_to_driver=False,
@@ -124,15 +132,19 @@ class RayTransport:
     worker_method = "ray"
 
     def __init__(self, plan: LoadPlan, base_seed: int) -> None:
-        connect()
+        connect(plan.num_workers)
         self._plan = plan
-        try:  # once for every actor: the dataset is usually the largest part
-            self._shared: Any = ray.put(worker_config(plan, 0, base_seed))
+        try:
+            pickled = ray.cloudpickle.dumps(worker_config(plan, 0, base_seed))
         except Exception as error:
             raise TypeError(
                 "worker_method='ray' sends the dataset, collate_fn and worker_init_fn to its "
                 f"actors pickled, and they cannot be pickled: {error}"
             ) from error
+        # Put once for every actor (the dataset is usually the largest part), as bytes: each
+        # actor unpickles its own copy, whose arrays are writable (objects read from the
+        # store are read-only views of it).
+        self._shared: Any = ray.put(pickled)
         options = {**DEFAULT_ACTOR_OPTIONS, **(plan.ray_options or {}), **FIXED_ACTOR_OPTIONS}
         self._actor_class: Any = ray.remote(RayWorker).options(**options)
         self._options = options
@@ -169,7 +181,10 @@ class RayTransport:
             if call is None or ref not in ready_set:
                 continue
             del self._calls[ref]
-            event = self._outcome(ref, call)
+            try:
+                event = self._outcome(ref, call)
+            except Exception as error:  # this reply is lost; the others are not
+                event = self._unopened(call, error)
             if event is not None:
                 events.append(event)
         return events
@@ -182,12 +197,12 @@ class RayTransport:
         refs = list(self._calls)
         while True:
             wait_s = PLACEMENT_CHECK_S if timeout is None else timeout
-            ready, _ = ray.wait(refs, num_returns=1, timeout=wait_s)
+            ready, _ = ray.wait(refs, num_returns=1, timeout=wait_s, fetch_local=False)
             if ready or timeout is not None:
                 break
             self._warn_unplaced()
         if ready and len(refs) > 1:
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
         return ready
 
     def _warn_unplaced(self) -> None:
@@ -207,12 +222,10 @@ class RayTransport:
         worker_id = call.worker_id
         try:
             reply = ray.get(ref)
-        except ray.exceptions.RayActorError as error:
+        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as error:
+            # The actor is gone, or the node that held its finished reply (which cannot be
+            # made again without running the task again: the Epoch's choice).
             return self._died(worker_id, error)
-        except Exception as error:  # the reply could not be read here (a class, a fetch)
-            if call.kind != "task" or call.generation != self._generation:
-                return None
-            return Failed(call.task_id, worker_id, error, fatal=True)
         if call.kind == "describe":
             self._described[worker_id] = reply
             return None
@@ -222,15 +235,22 @@ class RayTransport:
             return from_reply(reply, _opened(reply.batch))
         return from_reply(reply)
 
+    def _unopened(self, call: _Call, error: Exception) -> Event | None:
+        """A reply that could not be read here (a class this process cannot rebuild, a batch
+        it cannot open): its batch fails and ends the epoch."""
+        if call.kind != "task" or call.generation != self._generation:
+            return None
+        return Failed(call.task_id, call.worker_id, error, fatal=True)
+
     def _died(self, worker_id: int, error: BaseException) -> WorkerDied:
         """The actor is gone: one WorkerDied; its other calls are dropped (they fail too)."""
         for ref in [r for r, c in self._calls.items() if c.worker_id == worker_id]:
             del self._calls[ref]
         pid, node_id, address, actor_id = self._described.get(worker_id, (None, "", "", ""))
         actor_id = actor_id or self._actors[worker_id]._actor_id.hex()
-        where = f" on node {address} ({node_id[:12]})" if node_id else " (before it started)"
+        where = f"on node {address} ({node_id[:12]})" if node_id else "before it started"
         who = f"Ray actor {actor_id}" + ("" if pid is None else f", pid {pid}")
-        return WorkerDied(worker_id, pid, f"{who}{where}: {_cause(error)}", who=who)
+        return WorkerDied(worker_id, pid, f"{where}: {_cause(error)}", who=who)
 
     def restart(self, worker_id: int) -> None:
         old = self._actors[worker_id]
@@ -264,13 +284,15 @@ class RayTransport:
 
 
 def _cause(error: BaseException) -> str:
-    """What killed the actor, in a line or two: Ray's first line, and the exception its
-    creation task raised where that is why (a dataset that cannot be unpickled there)."""
+    """What killed the actor, in a line or two: Ray's first line, its exit type (out of
+    memory, say) and the exception its creation task raised where that is why (a dataset
+    that cannot be unpickled there)."""
     text = _TERMINAL_COLOURS.sub("", str(error))
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     cause = f"{type(error).__name__}: {lines[0] if lines else ''}"
-    raised = [line for line in lines[1:] if _EXCEPTION_LINE.match(line)]
-    return f"{cause} ({raised[-1]})" if raised else cause
+    details = [line for line in lines[1:] if line.startswith("Worker exit type")]
+    details += [line for line in lines[1:] if _EXCEPTION_LINE.match(line)][-1:]
+    return f"{cause} ({'; '.join(details)})" if details else cause
 
 
 def _kill(actor: Any) -> None:

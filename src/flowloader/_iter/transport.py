@@ -1,8 +1,9 @@
-"""What the iterator asks of a transport: the one interface the three of them implement.
+"""What the iterator asks of a transport: the one interface the four of them implement.
 
 - in-process (``num_workers=0``): loads each assignment when the iterator waits for it;
 - worker processes (``worker_method="multiprocessing"``): pipes and shared memory;
-- worker threads (``worker_method="thread"``): queues, batches handed over as they are.
+- worker threads (``worker_method="thread"``): queues, batches handed over as they are;
+- Ray actors (``worker_method="ray"``): actor calls, batches through Ray's object store.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def worker_config(plan: LoadPlan, worker_id: int, base_seed: int, **only: Any) -
 class Transport(Protocol):
     # True: assignments are sent ahead (prefetch); False: each is loaded when waited for.
     prefetches: bool
-    # "", "process" or "thread": what stats() says.
+    # "", "process", "thread" or "ray": what stats() says.
     worker_method: str
 
     def send(self, assignments: list[Assignment]) -> None:

@@ -14,12 +14,13 @@ by reference, and importing this module costs nothing where Ray is not installed
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import time
 from typing import Any
 
 from .. import _seed
 from .._compat import torch as _torch
-from .._ipc import messages
+from .._ipc import messages, tree
 from .allocator import keep_large_allocations
 from .body import WorkerConfig
 from .buffers import BufferedWorker
@@ -27,13 +28,16 @@ from .info import WorkerInfo, set_worker_info
 
 
 class RayWorker(BufferedWorker):
-    """Worker ``worker_id`` of a loader whose shared configuration is ``shared`` (sent to
-    the cluster once for all actors)."""
+    """Worker ``worker_id`` of a loader whose configuration, pickled, is ``shared`` (sent to
+    the cluster once for all actors; unpickled here, so that its arrays are this actor's
+    own, writable, as in a worker process)."""
 
-    def __init__(self, shared: WorkerConfig, worker_id: int) -> None:
+    def __init__(self, shared: bytes, worker_id: int) -> None:
         import ray
 
-        config = dataclasses.replace(shared, worker_id=worker_id)
+        self._cloudpickle = ray.cloudpickle  # what Ray pickles replies with
+        loaded: WorkerConfig = ray.cloudpickle.loads(shared)
+        config = dataclasses.replace(loaded, worker_id=worker_id)
         self._replies: list[Any] = []
         super().__init__(config, self._replies.append)
         keep_large_allocations()
@@ -68,6 +72,17 @@ class RayWorker(BufferedWorker):
         self.restart_stream()
 
     def _send_batch(self, task: messages.Task, batch: Any, arena: Any) -> None:
+        """The Result, or a Failure for this batch alone where its non-array parts cannot be
+        pickled (as a worker process fails it): Ray would fail the whole call otherwise."""
+        structure, _ = tree.split(batch)
+        try:
+            pickle.dumps(structure, pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            try:
+                self._cloudpickle.dumps(structure)
+            except Exception as error:
+                self.send(self.failure(task, error, "while sending the batch"))
+                return
         self.send(self.result(task, batch, time.process_time()))
 
 
