@@ -9,7 +9,10 @@ and torchvision, only the crop's region for flowloader (at the reduced scale it 
 DALI (its image_random_crop). flowloader writes into one reused slot, as in a DataLoader
 worker (where the slot is the batch's shared memory); the others allocate as they do.
 Milliseconds per image, best of 3 passes; each stage is the difference between running the
-steps up to it and up to the one before.
+steps up to it and up to the one before. Below the table: flowloader's kernel and its whole
+DataLoader in one process (``num_workers=0``, CPU per sample) as multiples of the entropy-
+decoding floor, the least any libjpeg-based loader can spend (every row down to the crop's
+last decoded at 1/8 scale, output discarded).
 
     python -m benchmarks.per_image [--images 200] [--large] [--json out.json]
 """
@@ -112,6 +115,51 @@ def flowloader_stages(files: list[bytes], boxes: list) -> dict[str, float]:
     )
 
 
+def entropy_floor_ms(files: list[bytes], boxes: list) -> float:
+    """The least a libjpeg-based loader can spend on each crop: every row down to the crop's
+    last entropy-decoded (Huffman decoding cannot skip), at 1/8 scale (the IDCT reduced to
+    its DC term), the crop's columns written out as they are and discarded. ms per image."""
+    from flowloader.vision import native
+    from flowloader.vision.geometry import _reduced
+
+    jobs = []
+    for data, (top, left, h, w) in zip(files, boxes, strict=True):
+        width, height = Image.open(io.BytesIO(data)).size
+        x = _reduced(native.Axis(w, 0.0, float(w), w, 0, w, left), 8, width)
+        y = _reduced(native.Axis(h, 0.0, float(h), h, 0, h, top), 8, height)
+        region = [
+            native.Axis(a.in_size, 0.0, float(a.in_size), a.in_size, 0, a.in_size, a.origin)
+            for a in (x, y)
+        ]
+        out = np.empty((3, region[1].in_size, region[0].in_size), np.uint8)
+        jobs.append((native.NativeJpeg(data, 8, *region, 2, None, None), out))
+    return _best_ms(
+        lambda: [job.write(out, "uint8", False, False) for job, out in jobs], len(files)
+    )
+
+
+def loader_ms(root: str, samples: int) -> float:
+    """flowloader's DataLoader in this process (``num_workers=0``, batch 64) on the training
+    pipeline over ``root``: CPU ms per sample, file reads, crop draws and collation included."""
+    import flowloader as fl
+    from flowloader.cli import pipelines
+    from flowloader.vision import datasets, transforms
+
+    dataset = pipelines.dataset("imagenet-train", root, datasets, transforms)
+    loader = fl.DataLoader(dataset, batch_size=64, shuffle=True)
+    best = float("inf")
+    for _ in range(3):
+        batches = iter(loader)
+        next(batches)  # warm: the page cache, the first batch's allocations
+        start, loaded = time.process_time(), 0
+        for images, _ in batches:  # the rest of the epoch, up to ``samples``
+            loaded += len(images)
+            if loaded >= samples:
+                break
+        best = min(best, (time.process_time() - start) / loaded * 1000)
+    return best
+
+
 def pillow_stages(files: list[bytes], boxes: list) -> dict[str, float]:
     from flowloader.vision import transforms
 
@@ -204,11 +252,9 @@ LIBRARIES = {
 
 
 def run(images: int = 200, large: bool = False) -> list[dict]:
-    import importlib.util
-
     from flowloader.cli import sample_data
 
-    from .peers import camera_photos_root
+    from .peers import _installed, camera_photos_root
 
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, threads included
     root = camera_photos_root() if large else sample_data.builtin("imagenet-like")
@@ -217,9 +263,12 @@ def run(images: int = 200, large: bool = False) -> list[dict]:
     boxes = _boxes(files)
     records = []
     for name, (module, stages) in LIBRARIES.items():
-        if importlib.util.find_spec(module) is None:
+        if not _installed(module):
             continue
         measured = stages(files, boxes)
+        if measured and module == "flowloader":
+            measured["entropy floor"] = entropy_floor_ms(files, boxes)
+            measured["loader"] = loader_ms(root, 640)
         if measured:
             records.append({"library": name, "large": large, **measured})
     return records
@@ -235,6 +284,16 @@ def table(records: list[dict]) -> str:
             f"| {r['library']} | {r['decode']:.2f} | {r['crop + resize']:.2f} | "
             f"{r['conversion']:.2f} | {r['total']:.2f} |"
         )
+    for r in records:
+        if "entropy floor" in r:
+            floor = r["entropy floor"]
+            lines.append(
+                f"\nflowloader against the entropy-decoding floor ({floor:.2f} ms: the rows down "
+                f"to the crop's last at 1/8 scale): the kernel's total {r['total'] / floor:.2f}x, "
+                f"the loader in one process ({r['loader']:.2f} ms per sample) "
+                f"{r['loader'] / floor:.2f}x; the loader is {r['loader'] / r['total']:.2f}x the "
+                "kernel."
+            )
     return "\n".join(lines)
 
 
