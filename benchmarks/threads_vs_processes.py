@@ -4,11 +4,13 @@ same datasets, batch size and worker count: samples/s, CPU seconds per 1,000 sam
 PSS of the whole process tree (the training process plus its workers) sampled mid-run.
 
 Pipelines: the ImageNet training and validation pipelines over flowloader bench's built-in
-ImageFolder (2,000 JPEGs of 500x375, batch 64); MNIST and CIFAR-10 (generated files in the
+ImageFolder (2,000 JPEGs of 500x375, batch 64), each ending in ToTensor + Normalize (float32)
+and in PILToTensor (uint8); MNIST and CIFAR-10 (generated files in the
 real formats, the seed examples' transforms, one whole epoch); torchvision's ImageFolder with
 torchvision's transforms through each loader (needs torchvision: a separate environment).
 
     python -m benchmarks.threads_vs_processes [--workers 2] [--batches 30] [--runs 3]
+        [--pipeline NAME ...]
 """
 
 from __future__ import annotations
@@ -72,8 +74,8 @@ def _pipelines(
 
     root = sample_data.builtin("imagenet-like")
 
-    def imagenet(pipeline: str) -> Callable[[], Any]:
-        return lambda: pipelines.dataset(pipeline, root, datasets, transforms)
+    def imagenet(pipeline: str, uint8: bool = False) -> Callable[[], Any]:
+        return lambda: pipelines.dataset(pipeline, root, datasets, transforms, uint8)
 
     def mnist_dataset() -> Any:
         normalize = transforms.Normalize((0.1307,), (0.3081,))
@@ -87,7 +89,9 @@ def _pipelines(
 
     found: dict[str, tuple[Callable[[], Any], int, int | None]] = {
         "imagenet-train": (imagenet("imagenet-train"), 64, batches),
+        "imagenet-train uint8": (imagenet("imagenet-train", uint8=True), 64, batches),
         "imagenet-val": (imagenet("imagenet-val"), 64, batches),
+        "imagenet-val uint8": (imagenet("imagenet-val", uint8=True), 64, batches),
         "MNIST": (mnist_dataset, 64, None),
         "CIFAR-10": (cifar_dataset, 128, None),
     }
@@ -102,13 +106,15 @@ def _pipelines(
     return found
 
 
-def measure(workers: int, batches: int, runs: int) -> list[dict]:
+def measure(workers: int, batches: int, runs: int, only: list[str] | None = None) -> list[dict]:
     has_torch = importlib.util.find_spec("torchvision") is not None
     makers = {"processes": _flowloader("multiprocessing"), "threads": _flowloader("thread")}
     if has_torch:
         makers["torch"] = _torch_loader
     records = []
     for name, (factory, batch_size, count) in _pipelines(has_torch, batches).items():
+        if only and name not in only:
+            continue
         ds = factory()
         runs_by_side: dict[str, list[dict[str, float]]] = {side: [] for side in makers}
         for _ in range(runs):
@@ -151,10 +157,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--pipeline", action="append", help="only these (repeatable)")
     parser.add_argument("--json")
     args = parser.parse_args()
     print(environment())
-    records = measure(args.workers, args.batches, args.runs)
+    records = measure(args.workers, args.batches, args.runs, args.pipeline)
     print(table(records))
     write_json(args.json, records)
 

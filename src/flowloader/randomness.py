@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 _MASK = (1 << 64) - 1
+_ZEROS = (0, 0, 0, 0)
 
 
 class SampleSeeds:
@@ -46,6 +47,20 @@ class SampleSeeds:
         """A fresh generator for sample ``index``: the same numbers every time it is asked."""
         key = [self.epoch_seed & _MASK, int(index) & _MASK]
         return np.random.Generator(np.random.Philox(key=key))
+
+    def reset(self, generator: np.random.Generator, index: int) -> np.random.Generator:
+        """``generator`` (one of :meth:`generator`'s) put back to sample ``index``'s first
+        draw: the same numbers as a fresh ``generator(index)``, without building one (that
+        costs some 7 µs, a tenth of what a planned JPEG sample spends in Python)."""
+        generator.bit_generator.state = {
+            "bit_generator": "Philox",
+            "state": {"counter": _ZEROS, "key": (self.epoch_seed & _MASK, int(index) & _MASK)},
+            "buffer": _ZEROS,
+            "buffer_pos": 4,  # the buffer is empty: the next draw runs the counter
+            "has_uint32": 0,
+            "uinteger": 0,
+        }
+        return generator
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SampleSeeds) and other.epoch_seed == self.epoch_seed
@@ -78,6 +93,33 @@ class SampleRngs(Sequence):
     def for_indices(self, indices: Sequence[int]) -> SampleRngs:
         """The same epoch's generators for other indices (a wrapper's inner ones)."""
         return SampleRngs(self.seeds, indices)
+
+    def one_at_a_time(self) -> Sequence[np.random.Generator]:
+        """These generators for a loop that is done with each one before it asks for the
+        next: one generator, reset to each sample's first draw (:meth:`SampleSeeds.reset`).
+        Only for code that keeps no generator past its sample (no user code runs with it)."""
+        return _Recycled(self.seeds, self.indices)
+
+
+class _Recycled(Sequence):
+    """:meth:`SampleRngs.one_at_a_time`: ``rngs[k]`` resets one generator for ``indices[k]``."""
+
+    __slots__ = ("generator", "indices", "seeds")
+
+    def __init__(self, seeds: SampleSeeds, indices: Sequence[int]) -> None:
+        self.seeds, self.indices = seeds, indices
+        self.generator: np.random.Generator | None = None
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            raise TypeError("one_at_a_time() generators are asked for one at a time")
+        if self.generator is None:
+            self.generator = self.seeds.generator(self.indices[k])
+            return self.generator
+        return self.seeds.reset(self.generator, self.indices[k])
 
 
 class _Loading:

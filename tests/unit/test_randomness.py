@@ -121,3 +121,23 @@ def test_a_thread_does_not_record_into_the_loaders_stage_clock() -> None:
         assert clock.transform > 0.0
     finally:
         stats.set_clock(previous)
+
+
+def test_one_generator_reset_per_sample_draws_what_fresh_ones_draw() -> None:
+    """one_at_a_time(): the kernel's batch path resets one generator for each sample instead
+    of building one; every kind of draw (including those that keep half of a 64-bit word for
+    the next) comes out as from a fresh generator, for seeds and indices past 64 bits."""
+    seeds = SampleSeeds(2**70 + 5)
+    indices = [0, 3, 2**64 + 9, 3, 11]
+    recycled = SampleRngs(seeds, indices).one_at_a_time()
+    assert len(recycled) == len(indices)
+
+    def draws(rng) -> list:
+        return [rng.integers(0, 7), rng.random(), rng.integers(0, 3), rng.uniform(1, 2),
+                rng.integers(0, 2**40), rng.standard_normal(), rng.random(3).tolist()]  # fmt: skip
+
+    first = recycled[0]
+    for k, index in enumerate(indices):
+        rng = recycled[k]
+        assert rng is first
+        assert draws(rng) == draws(seeds.generator(index))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from PIL import Image
@@ -69,8 +68,8 @@ class Geometry:
                 crop_h, crop_w = self.crop.size
                 if crop_h > out_h or crop_w > out_w:  # the crop pads: the Pillow path
                     return None
-                x = replace(x, start=_center_offset(out_w, crop_w), count=crop_w)
-                y = replace(y, start=_center_offset(out_h, crop_h), count=crop_h)
+                x = x._replace(start=_center_offset(out_w, crop_w), kept=crop_w)
+                y = y._replace(start=_center_offset(out_h, crop_h), kept=crop_h)
         reduction = decode.reduction_for(min(_scale(x), _scale(y)) / NATIVE_DECODED_PER_OUTPUT)
         if reduction > 1:
             x, y = _reduced(x, reduction, width), _reduced(y, reduction, height)
@@ -161,4 +160,4 @@ def _reduced(axis: Axis, reduction: int, full: int) -> Axis:
     end = min(math.ceil(hi), math.ceil(full / reduction))
     in0 = (axis.origin + axis.in0) / reduction - origin
     in1 = min((axis.origin + axis.in1) / reduction - origin, end - origin)
-    return replace(axis, in_size=end - origin, in0=in0, in1=in1, origin=origin)
+    return Axis(end - origin, in0, in1, axis.out_size, axis.start, axis.kept, origin)

@@ -1,15 +1,16 @@
-"""The native JPEG kernel (``flowloader.vision._jpeg_kernel``, built from ``_native/`` against
-the system's libjpeg-turbo): one GIL-free call per image that decodes only the region a
-resize reads, resamples it with Pillow's filters and writes the finished sample into its
-batch slot. Optional: where it was not built (or ``FLOWLOADER_NATIVE=0``) the Pillow path
-runs, and :func:`image_backend` says which runs and why. ``vision/plan.py`` decides when."""
+"""The native JPEG kernel (``flowloader.vision._jpeg_kernel``, built from ``_native/`` against the
+system's libjpeg-turbo): it decodes only the region a resize reads, resamples it with Pillow's
+filters and writes the finished sample into its batch slot, for a whole batch in one GIL-free
+call (:func:`write_batch`). Optional: where it was not built (or ``FLOWLOADER_NATIVE=0``) the
+Pillow path runs, and :func:`image_backend` says which runs and why. ``vision/plan.py`` decides
+when."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 from PIL import Image
@@ -73,8 +74,7 @@ class KernelMemoryError(OSError, MemoryError):
     that cannot be decoded is (``skip_errors=OSError`` skips it), and still a MemoryError."""
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(NamedTuple):
     width: int
     height: int
     components: int
@@ -102,29 +102,24 @@ def header(data: bytes) -> Header | None:
     """The JPEG header of ``data``, or None when it is not a JPEG the kernel can parse (the
     Pillow path then opens it and reports any error as it always has)."""
     try:
-        width, height, components, supported, multi_scan = _kernel.header(data)
+        return Header._make(_kernel.header(data))
     except (OSError, ValueError):
         return None
-    return Header(width, height, components, supported, multi_scan)
 
 
-@dataclass(frozen=True)
-class Axis:
+class Axis(NamedTuple):
     """One axis of the planned resize, as Pillow sees it: an image of ``in_size`` pixels
     (starting at pixel ``origin`` of the decoded image) whose box ``[in0, in1)`` is resized
-    to ``out_size`` pixels, of which ``count`` from ``start`` are kept."""
+    to ``out_size`` pixels, of which ``kept`` from ``start`` are kept. A tuple, as the
+    kernel takes it."""
 
     in_size: int
     in0: float
     in1: float
     out_size: int
     start: int
-    count: int
+    kept: int
     origin: int = 0
-
-    def as_tuple(self) -> tuple[int, float, float, int, int, int, int]:
-        return (self.in_size, self.in0, self.in1, self.out_size, self.start, self.count,
-                self.origin)  # fmt: skip
 
 
 class NativeJpeg:
@@ -139,7 +134,7 @@ class NativeJpeg:
     ) -> None:  # fmt: skip
         self.data, self.scale, self.x, self.y, self.filter = data, scale, x, y, resample
         self.where, self.index = where, index
-        self.shape = (3, y.count, x.count)
+        self.shape = (3, y.kept, x.kept)
 
     def write(
         self, out: np.ndarray | None, conversion: str, hflip: bool, vflip: bool,
@@ -153,19 +148,47 @@ class NativeJpeg:
         extra = () if mean_std is None else mean_std
         try:
             _kernel.decode_into(
-                self.data, out, self.scale, self.x.as_tuple(), self.y.as_tuple(), self.filter,
+                self.data, out, self.scale, self.x, self.y, self.filter,
                 hflip, vflip, _OUTPUTS[conversion], PILLOW_ORDER, *extra,
             )  # fmt: skip
-        except OSError as error:
-            if self.where is None:
+        except (OSError, MemoryError) as error:
+            replacement = self.located(error)
+            if replacement is error:
                 raise
-            raise located(error, self.where, self.index) from error
-        except MemoryError as error:
-            memory_error: Exception = KernelMemoryError(str(error))
-            if self.where is not None:
-                memory_error = located(memory_error, self.where, self.index)
-            raise memory_error from error
+            raise replacement from error
         return out
+
+    def job(self, slot: int, hflip: bool, vflip: bool) -> tuple[Any, ...]:
+        """This image as one job of :func:`write_batch`, into ``slot``."""
+        return (self.data, slot, self.scale, self.x, self.y, self.filter,
+                hflip, vflip)  # fmt: skip
+
+    def located(self, error: Exception) -> Exception:
+        """The error to raise for ``error`` from the kernel on this image: a memory error
+        becomes a :class:`KernelMemoryError`, and errors name the sample where it is known."""
+        if isinstance(error, MemoryError):
+            error = KernelMemoryError(str(error))
+        if self.where is None or not isinstance(error, OSError):
+            return error
+        return located(error, self.where, self.index)
+
+
+def write_batch(
+    images: Sequence[NativeJpeg], jobs: list[tuple[Any, ...]], out: np.ndarray, conversion: str,
+    mean_std: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
+) -> None:  # fmt: skip
+    """Each of ``jobs`` (``images[k].job(...)``) decoded into its slot of ``out`` (one batch
+    array, every sample the same shape) in one native call that holds the GIL only to read
+    the jobs: thread workers then wait for it once per batch, not once per image. Stops at
+    the first image that fails and raises its error, as :meth:`NativeJpeg.write` would."""
+    extra = () if mean_std is None else mean_std
+    failed = _kernel.decode_batch(jobs, out, _OUTPUTS[conversion], PILLOW_ORDER, *extra)
+    if failed is not None:
+        position, error = failed
+        replacement = images[position].located(error)
+        if replacement is error:
+            raise error
+        raise replacement from error
 
 
 def normalization(step: Any) -> tuple[tuple[float, ...], tuple[float, ...]] | None:

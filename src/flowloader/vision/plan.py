@@ -11,21 +11,21 @@ A pipeline is read as ``[geometry] [other steps...] [flips...] [conversion]``:
   bits, without the intermediate arrays.
 - **flips** just before it are views of the pixels the conversion reads: free.
 - **geometry**: a leading ``RandomResizedCrop``, ``Resize``, or ``Resize`` + ``CenterCrop``,
-  which for a JPEG file is planned from its header. When the head is only the geometry and
-  the native kernel is built (:mod:`flowloader.vision.native`), the whole pipeline is one
-  native call: libjpeg-turbo decodes only the rows and columns the resize reads (at 1/2, 1/4
-  or 1/8 scale while at least ``geometry.NATIVE_DECODED_PER_OUTPUT`` decoded pixels remain
-  per output pixel), Pillow's resampling runs on them bit for bit, and the flips and the
-  conversion are written into the slot. Without a reduced scale that is exactly
-  torchvision's PIL result; with one it differs slightly (``test_native_kernel.py`` bounds
-  it).
-  Otherwise (no kernel, other steps in the head, CMYK, PNG...) libjpeg decodes at a reduced
-  scale through Pillow's ``draft`` when the kept region allows, and one Pillow call resizes
-  only the kept region (a CenterCrop after a Resize becomes that call's box), which also
-  changes the result slightly (``tests/unit/vision/test_reduced_decode.py``); where no
-  reduction applies the plain calls run, exactly. The reduced scale is the only part that
-  can be switched off (``reduced=False``; the datasets' argument is ``reduced_decode``),
-  which gives torchvision's numerics on every path.
+  which for a JPEG file is planned from its header. When the head is only the geometry and the
+  native kernel is built (:mod:`flowloader.vision.native`), the whole pipeline is native, one
+  call for a whole batch (:class:`BatchWriter`): libjpeg-turbo decodes only the rows and columns
+  the resize reads (at 1/2, 1/4 or 1/8 scale while at least
+  ``geometry.NATIVE_DECODED_PER_OUTPUT`` decoded pixels remain per output pixel), Pillow's
+  resampling runs on them bit for bit, and the flips and the conversion are written into the
+  slot. Without a reduced scale that is exactly torchvision's PIL result; with one it differs
+  slightly (``test_native_kernel.py`` bounds it). Otherwise (no kernel, other steps in the head,
+  CMYK, PNG...) libjpeg decodes at a reduced scale through Pillow's ``draft`` when the kept
+  region allows, and one Pillow call resizes only the kept region (a CenterCrop after a Resize
+  becomes that call's box), which also changes the result slightly
+  (``tests/unit/vision/test_reduced_decode.py``); where no reduction applies the plain calls
+  run, exactly. The reduced scale is the only part that can be switched off (``reduced=False``;
+  the datasets' argument is ``reduced_decode``), which gives torchvision's numerics on every
+  path.
 
 Everything else is exact: the same random draws in the same order from the same generators,
 and the same bits as running the steps one by one. Random steps draw from the generator
@@ -47,10 +47,12 @@ from .native import NativeJpeg
 from .transforms import functional as F
 from .transforms import rng as _rng
 from .transforms.transforms import (
+    CenterCrop,
     Normalize,
     PILToTensor,
     RandomHorizontalFlip,
     RandomVerticalFlip,
+    Resize,
     ToTensor,
     call_step,
 )
@@ -94,6 +96,8 @@ class Plan:
             and self.conversion is not None
             and (self.conversion != "normalized" or self.mean_std is not None)
         )
+        # Whether a step may draw: a pipeline of only fixed steps needs no generators.
+        self.draws = any(type(step) not in _FIXED_STEPS for step in self.steps)
 
     @property
     def batchable(self) -> bool:
@@ -139,9 +143,7 @@ class Plan:
         given (its shape must be :meth:`output_shape`'s)."""
         if isinstance(img, NativeJpeg):
             assert self.conversion is not None  # a native job is planned only then
-            axes = self._drawn_flips(rng)
-            hflip, vflip = axes.count(1) % 2 == 1, axes.count(0) % 2 == 1
-            return img.write(out, self.conversion, hflip, vflip, self.mean_std)
+            return img.write(out, self.conversion, *self.native_flips(rng), self.mean_std)
         pixels = _pixels_hwc(img) if self.conversion is not None else None
         if pixels is None:  # no conversion to fuse, or not an 8-bit image: step by step
             assert out is None, "output_shape() said this image is not written whole"
@@ -151,6 +153,18 @@ class Plan:
         for axis in self._drawn_flips(rng):
             pixels = np.flip(pixels, axis)
         return self._convert(_chw(pixels), out)
+
+    def native_flips(self, rng: Any) -> tuple[bool, bool]:
+        """(horizontal, vertical): whether one image's drawn flips mirror it, for the kernel."""
+        axes = self._drawn_flips(rng)
+        return axes.count(1) % 2 == 1, axes.count(0) % 2 == 1
+
+    def finish_natives(
+        self, images: list[NativeJpeg], jobs: list[tuple[Any, ...]], out: np.ndarray
+    ) -> None:
+        """Native images finished into their slots of ``out`` in one kernel call."""
+        assert self.conversion is not None
+        native.write_batch(images, jobs, out, self.conversion, self.mean_std)
 
     def _drawn_flips(self, rng: Any) -> list[int]:
         """The (H, W) axes one image's flips reverse, each step drawing once, in order."""
@@ -226,15 +240,20 @@ class Plan:
 
 
 class BatchWriter:
-    """Collects a batch's images one by one, each finished straight into its slot of one
-    batch array; when an image does not fit (another size, not 8-bit), the batch becomes a
-    list of separate images instead."""
+    """Collects a batch's images one by one, each finished into its slot of one batch array;
+    when an image does not fit (another size, not 8-bit), the batch becomes a list of separate
+    images instead. Images for the native kernel wait, their flips drawn, and are written
+    together by one call (:meth:`flush`, which :meth:`result` runs): the kernel then runs
+    without the GIL for the whole batch, and the Python of planning the next images does
+    not interleave with it."""
 
     def __init__(self, plan: Plan, count: int, allocate: Allocate) -> None:
         self.plan, self.count, self.allocate = plan, count, allocate
         self.array: np.ndarray | None = None
         self.separate: list[Any] | None = None
         self.added = 0
+        self._natives: list[NativeJpeg] = []
+        self._jobs: list[tuple[Any, ...]] = []
 
     def add(self, img: Any, rng: Any = None) -> None:
         plan = self.plan
@@ -243,21 +262,41 @@ class BatchWriter:
             if self.array is None and shape is not None:
                 self.array = self.allocate((self.count, *shape), plan.dtype)
             if shape is not None and self.array is not None and self.array.shape[1:] == shape:
-                plan.finish(img, rng, out=self.array[self.added])
+                if isinstance(img, NativeJpeg):
+                    self._natives.append(img)
+                    self._jobs.append(img.job(self.added, *plan.native_flips(rng)))
+                else:
+                    plan.finish(img, rng, out=self.array[self.added])
                 self.added += 1
                 return
+            self.flush()
             done = self.array[: self.added] if self.array is not None else ()
             self.separate = [image.copy() for image in done]
         self.separate.append(plan.finish(img, rng))
         self.added += 1
 
+    def flush(self) -> None:
+        """Write the waiting native images; raises the first one's error if any fails. Run it
+        before an error from a later image propagates, so that the earliest sample's error is
+        the one raised, as when each image is finished as it comes."""
+        if not self._jobs:
+            return
+        images, jobs = self._natives, self._jobs
+        self._natives, self._jobs = [], []
+        assert self.array is not None
+        self.plan.finish_natives(images, jobs, self.array)
+
     def result(self) -> np.ndarray | list[Any]:
         """The batch array, or the list of images when they did not all fit one."""
+        self.flush()
         if self.separate is not None:
             return self.separate
         assert self.array is not None or self.count == 0
         return self.array if self.array is not None else []
 
+
+# Steps that never draw (any other step may).
+_FIXED_STEPS = frozenset({Resize, CenterCrop, ToTensor, Normalize, PILToTensor})
 
 # The axis of an (H, W[, C]) image that each flip reverses.
 _FLIP_AXES = {RandomHorizontalFlip: 1, RandomVerticalFlip: 0}

@@ -19,6 +19,7 @@ from PIL import Image
 
 import flowloader as fl
 from flowloader.errors import SkippedSampleWarning
+from flowloader.randomness import SampleRngs, SampleSeeds
 from flowloader.vision import datasets, native
 from flowloader.vision import transforms as T
 from flowloader.vision.datasets.fake import natural_image
@@ -122,9 +123,14 @@ def test_imagenet_sized_files_give_pillows_bits(imagenet_sized, pipeline) -> Non
 def kernel_jobs(monkeypatch) -> list:
     """The jobs the kernel writes from now on (the files it takes), in order."""
     written: list = []
-    write = native.NativeJpeg.write
+    write, write_batch = native.NativeJpeg.write, native.write_batch
     monkeypatch.setattr(
         native.NativeJpeg, "write", lambda job, *args: written.append(job) or write(job, *args)
+    )
+    monkeypatch.setattr(
+        native,
+        "write_batch",
+        lambda jobs, *args: written.extend(jobs) or write_batch(jobs, *args),
     )
     return written
 
@@ -280,6 +286,23 @@ def test_a_damaged_file_is_an_error_naming_it(tmp_path, damage) -> None:
         dataset[1]
 
 
+def test_the_earliest_bad_sample_of_a_batch_is_the_one_named(tmp_path) -> None:
+    """The kernel writes a batch's images in one call after reading all of their files: a
+    damaged image is still reported before a later sample whose file cannot be read, as
+    when each image is finished as it comes."""
+    bad_folder(tmp_path, undefined_table(jpeg(300, 200, seed=1)))
+    (tmp_path / "a" / "2_gone.jpg").write_bytes(jpeg(300, 200, seed=2))
+    dataset = datasets.ImageFolder(str(tmp_path), transform=PIPELINES["train"](None))
+    (tmp_path / "a" / "2_gone.jpg").unlink()
+    with pytest.raises(OSError, match=r"cannot load sample 1 from .*1_bad\.jpg") as caught:
+        dataset.__getitems__([0, 1, 2])
+    later = caught.value.__context__  # raised while the later sample's error was handled
+    assert isinstance(later, FileNotFoundError)
+    assert "2_gone.jpg" in str(later)
+    with pytest.raises(FileNotFoundError, match=r"cannot load sample 2 from .*2_gone\.jpg"):
+        dataset.__getitems__([2, 1])
+
+
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_skip_errors_drops_a_damaged_file(tmp_path, num_workers) -> None:
     dataset = bad_folder(tmp_path, jpeg(300, 200)[:5000])
@@ -334,6 +357,94 @@ def test_bad_calls_are_refused() -> None:
         kernel.decode_into(data, out, 1, x, y, 0, False, False, 0, True)
     with pytest.raises(kernel.UnsupportedError):
         kernel.decode_into(b"GIF89a....", out, 1, x, y, 2, False, False, 0, True)
+
+
+class CountingSeeds(SampleSeeds):
+    """SampleSeeds that record which generators are built."""
+
+    def __init__(self, epoch_seed: int) -> None:
+        super().__init__(epoch_seed)
+        self.made: list[int] = []
+
+    def generator(self, index: int) -> np.random.Generator:
+        self.made.append(index)
+        return super().generator(index)
+
+
+def test_a_batch_builds_generators_only_where_steps_draw(imagenet_sized) -> None:
+    """With the loader's per-sample generators: none built for a pipeline that draws nothing,
+    one for the whole batch (reset per sample) on the kernel's path, and the same samples as
+    fresh generators give."""
+    indices = [5, 0, 9, 2]
+    seeds = CountingSeeds(3)
+    val = datasets.ImageFolder(imagenet_sized, transform=PIPELINES["val uint8"](None))
+    val.__getitems__(indices, SampleRngs(seeds, indices))
+    assert seeds.made == []
+    train = datasets.ImageFolder(imagenet_sized, transform=PIPELINES["train"](None))
+    got = train.__getitems__(indices, SampleRngs(seeds, indices))
+    assert seeds.made == [5]
+    fresh = [seeds.generator(i) for i in indices]  # a plain list: a generator per sample
+    expected = train.__getitems__(indices, fresh)
+    np.testing.assert_array_equal(got.columns[0], expected.columns[0])
+    assert not np.array_equal(got.columns[0][0], got.columns[0][1])
+
+
+def test_one_batch_call_writes_each_job_as_its_own_call_does() -> None:
+    """decode_batch: each job into its slot (any order), the bytes decode_into writes."""
+    x, y = (64, 0.0, 64.0, 32, 0, 32, 0), (48, 0.0, 48.0, 24, 0, 24, 0)
+    files = [jpeg(64, 48, seed=seed) for seed in range(3)]
+    flips = [(False, False), (True, False), (True, True)]
+    expected = np.empty((3, 3, 24, 32), np.float32)
+    for k, (data, (hflip, vflip)) in enumerate(zip(files, flips, strict=True)):
+        kernel.decode_into(data, expected[k], 1, x, y, 2, hflip, vflip, 2, True, MEAN, STD)
+    out = np.full((4, 3, 24, 32), -9, np.float32)
+    slots = [3, 0, 2]
+    jobs = [
+        (data, slot, 1, x, y, 2, *flip)
+        for data, slot, flip in zip(files, slots, flips, strict=True)
+    ]
+    assert kernel.decode_batch(jobs, out, 2, True, MEAN, STD) is None
+    np.testing.assert_array_equal(out[slots], expected)
+    assert (out[1] == -9).all()
+    assert kernel.decode_batch([], out, 2, True) is None
+
+
+def test_a_batch_call_stops_at_the_first_job_that_fails() -> None:
+    """The failing job's position and its error come back (not raised), so that the
+    caller can name the sample; the jobs after it are not decoded."""
+    x, y = (64, 0.0, 64.0, 32, 0, 32, 0), (48, 0.0, 48.0, 24, 0, 24, 0)
+    good, broken = jpeg(64, 48), undefined_table(jpeg(64, 48, seed=1))
+    out = np.zeros((3, 3, 24, 32), np.uint8)
+    jobs = [(good, k, 1, x, y, 2, False, False) for k in range(3)]
+    jobs[1] = (broken, 1, 1, x, y, 2, False, False)
+    position, error = kernel.decode_batch(jobs, out, 0, True)
+    assert position == 1
+    assert type(error) is OSError
+    assert str(error).startswith("broken JPEG data")
+    assert out[0].any()
+    assert not out[2].any()
+    jobs[1] = (b"GIF89a....", 1, 1, x, y, 2, False, False)
+    position, error = kernel.decode_batch(jobs, out, 0, True)
+    assert (position, type(error)) == (1, kernel.UnsupportedError)
+
+
+def test_bad_batch_calls_are_refused() -> None:
+    data = jpeg(64, 48)
+    x, y = (64, 0.0, 64.0, 32, 0, 32, 0), (48, 0.0, 48.0, 24, 0, 24, 0)
+    out = np.empty((2, 3, 24, 32), np.uint8)
+    for slot in (-1, 2):
+        with pytest.raises(ValueError, match=f"slot {slot} does not fit"):
+            kernel.decode_batch([(data, slot, 1, x, y, 2, False, False)], out, 0, True)
+    other = (64, 0.0, 64.0, 16, 0, 16, 0)
+    mixed = [(data, 0, 1, x, y, 2, False, False), (data, 1, 1, other, y, 2, False, False)]
+    with pytest.raises(ValueError, match="every job the same shape"):
+        kernel.decode_batch(mixed, out, 0, True)
+    with pytest.raises(TypeError, match="a job is"):
+        kernel.decode_batch([(data, 0, 1, x)], out, 0, True)
+    with pytest.raises(TypeError):
+        kernel.decode_batch(((data, 0, 1, x, y, 2, False, False),), out, 0, True)
+    with pytest.raises(TypeError, match="read-write bytes-like"):
+        kernel.decode_batch([], out[:, :, :, ::2], 0, True)
 
 
 INT_MAX = 2**31 - 1

@@ -1,5 +1,6 @@
 /* flowloader.vision._jpeg_kernel: the Python face of jpeg_kernel.c. The GIL is released for
- * the whole decode; the caller's bytes and output buffer are held for its duration. */
+ * each decode (decode_into: one image; decode_batch: a batch's images, one after the other);
+ * the caller's bytes and output buffer are held for its duration. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -14,19 +15,38 @@ static int parse_axis(PyObject *tuple, fl_axis *axis) {
                             &axis->out_start, &axis->out_count, &axis->origin);
 }
 
-static PyObject *raise_status(int status, const char *message) {
+/* An exception object for `status` (not raised): decode_batch hands it back with the
+ * position of the job that failed, so that Python can say which sample it was. */
+static PyObject *error_for(int status, const char *message) {
+    PyObject *type = PyExc_OSError;
+    PyObject *text;
     switch (status) {
     case FL_UNSUPPORTED:
-        PyErr_SetString(UnsupportedError, message);
+        type = UnsupportedError;
+        text = PyUnicode_FromString(message);
         break;
     case FL_BAD_REQUEST:
-        PyErr_SetString(PyExc_ValueError, message);
+        type = PyExc_ValueError;
+        text = PyUnicode_FromString(message);
         break;
     case FL_NO_MEMORY:
-        PyErr_SetString(PyExc_MemoryError, message);
+        type = PyExc_MemoryError;
+        text = PyUnicode_FromString(message);
         break;
     default:
-        PyErr_Format(PyExc_OSError, "broken JPEG data: %s", message);
+        text = PyUnicode_FromFormat("broken JPEG data: %s", message);
+    }
+    if (!text) return NULL;
+    PyObject *error = PyObject_CallOneArg(type, text);
+    Py_DECREF(text);
+    return error;
+}
+
+static PyObject *raise_status(int status, const char *message) {
+    PyObject *error = error_for(status, message);
+    if (error) {
+        PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+        Py_DECREF(error);
     }
     return NULL;
 }
@@ -37,10 +57,9 @@ static PyObject *header(PyObject *self, PyObject *args) {
     char error[256] = "";
     (void)self;
     if (!PyArg_ParseTuple(args, "y*:header", &data)) return NULL;
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = fl_read_header(data.buf, (size_t)data.len, &h, error, sizeof(error));
-    Py_END_ALLOW_THREADS
+    /* A microsecond's work: the GIL stays held, since releasing it would invite another
+     * thread to take it and leave this one waiting for it to come back. */
+    int status = fl_read_header(data.buf, (size_t)data.len, &h, error, sizeof(error));
     PyBuffer_Release(&data);
     if (status != FL_OK) return raise_status(status, error);
     return Py_BuildValue("(iiiOO)", h.width, h.height, h.components,
@@ -89,6 +108,96 @@ done:
     return result;
 }
 
+typedef struct {
+    Py_buffer data;
+    Py_ssize_t slot;
+    fl_request r;
+} batch_job;
+
+/* One job of decode_batch: (data, slot, scale, x, y, filter, hflip, vflip); the batch's
+ * output, normalisation and pass order are copied from `shared`. */
+static int parse_job(PyObject *item, const fl_request *shared, batch_job *job) {
+    PyObject *x, *y;
+    job->r = *shared;
+    if (!PyArg_ParseTuple(item, "y*niO!O!ipp;a job is (data, slot, scale, x, y, filter, hflip, "
+                                "vflip)",
+                          &job->data, &job->slot, &job->r.scale_denom, &PyTuple_Type, &x,
+                          &PyTuple_Type, &y, &job->r.filter, &job->r.hflip, &job->r.vflip)) {
+        return 0;
+    }
+    if (parse_axis(x, &job->r.x) && parse_axis(y, &job->r.y)) return 1;
+    PyBuffer_Release(&job->data);
+    return 0;
+}
+
+static PyObject *decode_batch(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"jobs", "out", "output", "pillow_order", "mean", "std",
+                               "portable", NULL};
+    PyObject *list;
+    Py_buffer out;
+    fl_request shared;
+    char error[256] = "";
+    (void)self;
+    memset(&shared, 0, sizeof(shared));
+    shared.std[0] = shared.std[1] = shared.std[2] = 1.0f;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!w*ip|(fff)(fff)p:decode_batch", keywords,
+                                     &PyList_Type, &list, &out, &shared.output,
+                                     &shared.pillow_order, &shared.mean[0], &shared.mean[1],
+                                     &shared.mean[2], &shared.std[0], &shared.std[1],
+                                     &shared.std[2], &shared.portable)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t count = PyList_GET_SIZE(list), parsed = 0;
+    batch_job *jobs = PyMem_Calloc((size_t)(count ? count : 1), sizeof(batch_job));
+    if (!jobs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t item = shared.output == FL_UINT8 ? 1 : 4, slot_bytes = 0;
+    for (; parsed < count; parsed++) {
+        batch_job *job = &jobs[parsed];
+        if (!parse_job(PyList_GET_ITEM(list, parsed), &shared, job)) goto done;
+        Py_ssize_t bytes = 3 * item * (Py_ssize_t)job->r.x.out_count * job->r.y.out_count;
+        if (parsed == 0) slot_bytes = bytes;
+        if (job->r.x.out_count <= 0 || job->r.y.out_count <= 0 || bytes != slot_bytes ||
+            out.len % slot_bytes != 0 || job->slot < 0 || job->slot >= out.len / slot_bytes) {
+            PyErr_Format(PyExc_ValueError,
+                         "job %zd: a 3 x %d x %d x %zd sample in slot %zd does not fit out "
+                         "(%zd bytes, every job the same shape)",
+                         parsed, job->r.y.out_count, job->r.x.out_count, item, job->slot,
+                         out.len);
+            PyBuffer_Release(&job->data);
+            goto done;
+        }
+    }
+    int status = FL_OK;
+    Py_ssize_t failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (; failed < count; failed++) {
+        batch_job *job = &jobs[failed];
+        char *slot = (char *)out.buf + job->slot * slot_bytes;
+        status = fl_decode_resize(job->data.buf, (size_t)job->data.len, &job->r, slot, error,
+                                  sizeof(error));
+        if (status != FL_OK) break;
+    }
+    Py_END_ALLOW_THREADS
+    if (status == FL_OK) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else {
+        PyObject *exception = error_for(status, error);
+        if (exception) {
+            result = Py_BuildValue("(nN)", failed, exception);
+        }
+    }
+done:
+    for (Py_ssize_t k = 0; k < parsed; k++) PyBuffer_Release(&jobs[k].data);
+    PyMem_Free(jobs);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"header", header, METH_VARARGS,
      "header(data) -> (width, height, components, supported, multi_scan)"},
@@ -96,6 +205,10 @@ static PyMethodDef methods[] = {
      "decode_into(data, out, scale, x, y, filter, hflip, vflip, output, pillow_order[, mean, "
      "std, portable]): decode, "
      "resample, flip and convert one JPEG into out (3 planes, C-contiguous)."},
+    {"decode_batch", (PyCFunction)(void (*)(void))decode_batch, METH_VARARGS | METH_KEYWORDS,
+     "decode_batch(jobs, out, output, pillow_order[, mean, std, portable]) -> None or "
+     "(position, error): each job (data, slot, scale, x, y, filter, hflip, vflip) decoded "
+     "into its slot of out in one GIL-free pass, stopping at the first that fails."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,7 +17,7 @@ from flowloader.batching import (
     load_one_by_one,
     overrides_getitem,
 )
-from flowloader.randomness import sample_context
+from flowloader.randomness import SampleRngs, sample_context
 
 from ..plan import BatchWriter, Plan, plan_for
 from .vision import VisionDataset
@@ -61,13 +61,30 @@ class PlannedImageDataset(VisionDataset):
             return load_one_by_one(self, indices, rngs)
         writer = BatchWriter(plan, len(indices), allocate)
         targets = np.empty(len(indices), dtype=np.int64)
-        for k, index in enumerate(indices):
-            rng = None if rngs is None else rngs[k]
-            with sample_context(index, rng):  # for steps that ask flowloader.sample_rng()
-                image, targets[k] = self._load(index, plan, rng)
-                with stats.stage("transform"):
-                    writer.add(image, rng)
-        images = writer.result()
+        generators = _generators(plan, rngs)
+        try:
+            for k, index in enumerate(indices):
+                rng = None if generators is None else generators[k]
+                with sample_context(index, rng):  # for steps that ask flowloader.sample_rng()
+                    image, targets[k] = self._load(index, plan, rng)
+                    with stats.stage("transform"):
+                        writer.add(image, rng)
+            with stats.stage("transform"):
+                images = writer.result()
+        except Exception:
+            writer.flush()  # an earlier sample's error comes first
+            raise
         if isinstance(images, list):  # the images did not fit one array
             return [(image, int(target)) for image, target in zip(images, targets, strict=True)]
         return CollatedSamples((images, targets), lambda k: (images[k], int(targets[k])))
+
+
+def _generators(plan: Plan, rngs: Sequence[Any] | None) -> Sequence[Any] | None:
+    """The samples' generators as the batch loop asks for them: none when no step draws
+    (a sample that asks ``flowloader.sample_rng()`` still gets its own), and one generator
+    reset per sample when only the plan's own steps draw from it (the kernel's path)."""
+    if rngs is None or not plan.draws:
+        return None
+    if plan.native_ready and isinstance(rngs, SampleRngs):
+        return rngs.one_at_a_time()
+    return rngs
