@@ -138,26 +138,118 @@ def entropy_floor_ms(files: list[bytes], boxes: list) -> float:
     )
 
 
-def loader_ms(root: str, samples: int) -> float:
-    """flowloader's DataLoader in this process (``num_workers=0``, batch 64) on the training
-    pipeline over ``root``: CPU ms per sample, file reads, crop draws and collation included."""
+class _TimedKernel:
+    """The native kernel module with its decode calls timed (CPU seconds, this process)."""
+
+    def __init__(self, kernel: Any) -> None:
+        self._kernel, self.seconds = kernel, 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self._kernel, name)
+        if not name.startswith("decode_"):
+            return call
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.seconds += time.process_time() - start
+
+        return timed
+
+
+def loader_ms(
+    root: str, samples: int, pipeline: str = "imagenet-train", uint8: bool = False
+) -> tuple[float, float]:
+    """flowloader's DataLoader in this process (``num_workers=0``, batch 64) on ``pipeline``
+    over ``root``: CPU ms per sample (file reads, crop draws and collation included), and the
+    part of it spent in the kernel's calls; from the pass whose ratio of the two is the
+    median of three."""
+    from unittest import mock
+
     import flowloader as fl
     from flowloader.cli import pipelines
-    from flowloader.vision import datasets, transforms
+    from flowloader.vision import datasets, native, transforms
 
-    dataset = pipelines.dataset("imagenet-train", root, datasets, transforms)
+    dataset = pipelines.dataset(pipeline, root, datasets, transforms, uint8)
     loader = fl.DataLoader(dataset, batch_size=64, shuffle=True)
-    best = float("inf")
-    for _ in range(3):
-        batches = iter(loader)
-        next(batches)  # warm: the page cache, the first batch's allocations
-        start, loaded = time.process_time(), 0
-        for images, _ in batches:  # the rest of the epoch, up to ``samples``
-            loaded += len(images)
-            if loaded >= samples:
-                break
-        best = min(best, (time.process_time() - start) / loaded * 1000)
-    return best
+    passes = []
+    timed = _TimedKernel(native._kernel)
+    with mock.patch.object(native, "_kernel", timed):
+        for _ in range(3):
+            batches = iter(loader)
+            next(batches)  # warm: the page cache, the first batch's allocations
+            timed.seconds, start, loaded = 0.0, time.process_time(), 0
+            for images, _ in batches:  # the rest of the epoch, up to ``samples``
+                loaded += len(images)
+                if loaded >= samples:
+                    break
+            total = time.process_time() - start
+            passes.append((total / loaded * 1000, timed.seconds / loaded * 1000))
+    passes.sort(key=lambda p: p[0] / p[1])
+    return passes[1]
+
+
+def validation_uint8(files: list[bytes], root: str) -> dict[str, float]:
+    """Validation with uint8 output (Resize 256, CenterCrop 224, PILToTensor), where
+    torchvision v2 comes closest: ms per image of its floor for flowloader (the rows down to
+    the crop's last entropy-decoded, and the crop's region decoded at the scale the kernel
+    plans, written out as it is: no resize), the kernel's whole job, the DataLoader in one
+    process (CPU per sample), and torchvision v2 (``decode_jpeg`` of the whole file, then
+    ``Resize(256)`` and ``CenterCrop(224)`` on the uint8 tensor) when it is installed."""
+    from flowloader.vision import native, transforms
+    from flowloader.vision.plan import plan_for
+
+    if not native.available():
+        return {}
+    plan = plan_for(
+        transforms.Compose(
+            [transforms.Resize(256), transforms.CenterCrop(224), transforms.PILToTensor()]
+        )
+    )
+    assert plan.geometry is not None
+    jobs, floors = [], []
+    for data in files:
+        job = plan.geometry.native_job(data, None, None, None)
+        assert job is not None
+        region = [
+            native.Axis(a.in_size, 0.0, float(a.in_size), a.in_size, 0, a.in_size, a.origin)
+            for a in (job.x, job.y)
+        ]
+        out = np.empty((3, region[1].in_size, region[0].in_size), np.uint8)
+        floors.append((native.NativeJpeg(data, job.scale, *region, 2, None, None), out))
+        jobs.append(job)
+    slot = np.empty((3, 224, 224), np.uint8)
+    measured = {
+        "floor": _best_ms(
+            lambda: [j.write(o, "uint8", False, False) for j, o in floors], len(files)
+        ),
+        "kernel": _best_ms(
+            lambda: [j.write(slot, "uint8", False, False) for j in jobs], len(files)
+        ),
+    }
+    measured["loader"], measured["loader's kernel"] = loader_ms(root, 640, "imagenet-val", True)
+    from .peers import _installed
+
+    if _installed("torchvision"):
+        import torch
+        from torchvision.io import decode_jpeg
+        from torchvision.transforms.v2 import functional as F2
+
+        torch.set_num_threads(1)
+        encoded = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in files]
+        measured["torchvision decode"] = _best_ms(
+            lambda: [decode_jpeg(data) for data in encoded], len(files)
+        )
+        measured["torchvision"] = _best_ms(
+            lambda: [
+                F2.center_crop(F2.resize(decode_jpeg(data), [256], antialias=True), [224])
+                for data in encoded
+            ],
+            len(files),
+        )
+    return measured
 
 
 def pillow_stages(files: list[bytes], boxes: list) -> dict[str, float]:
@@ -268,7 +360,10 @@ def run(images: int = 200, large: bool = False) -> list[dict]:
         measured = stages(files, boxes)
         if measured and module == "flowloader":
             measured["entropy floor"] = entropy_floor_ms(files, boxes)
-            measured["loader"] = loader_ms(root, 640)
+            measured["loader"], measured["loader's kernel"] = loader_ms(root, 640)
+            if not large:
+                validation = validation_uint8(files, root)
+                records.append({"library": "validation uint8", "large": large, **validation})
         if measured:
             records.append({"library": name, "large": large, **measured})
     return records
@@ -280,20 +375,34 @@ def table(records: list[dict]) -> str:
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for r in records:
-        lines.append(
-            f"| {r['library']} | {r['decode']:.2f} | {r['crop + resize']:.2f} | "
-            f"{r['conversion']:.2f} | {r['total']:.2f} |"
-        )
+        if "decode" in r:
+            lines.append(
+                f"| {r['library']} | {r['decode']:.2f} | {r['crop + resize']:.2f} | "
+                f"{r['conversion']:.2f} | {r['total']:.2f} |"
+            )
     for r in records:
         if "entropy floor" in r:
-            floor = r["entropy floor"]
+            floor, loader, inner = r["entropy floor"], r["loader"], r["loader's kernel"]
             lines.append(
                 f"\nflowloader against the entropy-decoding floor ({floor:.2f} ms: the rows down "
-                f"to the crop's last at 1/8 scale): the kernel's total {r['total'] / floor:.2f}x, "
-                f"the loader in one process ({r['loader']:.2f} ms per sample) "
-                f"{r['loader'] / floor:.2f}x; the loader is {r['loader'] / r['total']:.2f}x the "
-                "kernel."
+                f"to the crop's last at 1/8 scale): the kernel's total {r['total'] / floor:.2f}x; "
+                f"the loader in one process {loader:.2f} ms per sample ({loader / floor:.2f}x), "
+                f"{loader / inner:.2f}x the {inner:.2f} ms its kernel calls took."
             )
+        if r["library"] == "validation uint8" and r:
+            floor, loader, inner = r["floor"], r["loader"], r["loader's kernel"]
+            line = (
+                f"\nValidation, uint8 output: the floor (the centre crop's rows at the kernel's "
+                f"scale, no resize) {floor:.2f} ms; the kernel {r['kernel']:.2f} ms "
+                f"({r['kernel'] / floor:.2f}x); the loader in one process {loader:.2f} ms "
+                f"({loader / floor:.2f}x the floor, {loader / inner:.2f}x its kernel calls)"
+            )
+            if "torchvision" in r:
+                line += (
+                    f"; torchvision v2 {r['torchvision']:.2f} ms ({r['torchvision'] / floor:.2f}x"
+                    f" the floor), of which decode_jpeg {r['torchvision decode']:.2f} ms"
+                )
+            lines.append(line + ".")
     return "\n".join(lines)
 
 
