@@ -14,7 +14,13 @@ iterators do. flowloader runs its own ImageFolder and transforms (the native ker
 built). samples/s over the first ``batches`` batches, start-up included, and CPU seconds per
 1,000 samples (all threads and worker processes). A peer that is not installed is left out.
 
-    python -m benchmarks.peers [--workers 2] [--batches 30] [--runs 3] [--large] [--json F]
+    python -m benchmarks.peers [--workers 2] [--batches 30] [--runs 3] [--large] [--fresh]
+        [--json F]
+
+``--fresh``: each run in its own Python process, after an untimed one-batch run of the same
+loader there; by default every loader runs in this one process, one after another, where
+one's leftovers (DALI's threads, a peer's worker processes) can still be running during the
+next one's window.
 
 ``--large``: 200 photos of 2048x1536 (as cameras produce) instead of the 2,000 built-in
 500x375 JPEGs; ``--batches`` then counts batches of that smaller set (default 3).
@@ -27,6 +33,9 @@ import concurrent.futures
 import contextlib
 import functools
 import importlib.util
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -273,7 +282,33 @@ def _installed(module: str) -> bool:
         return False
 
 
-def run(workers: int = 2, batches: int = 30, runs: int = 3, large: bool = False) -> list[dict]:
+def measure_fresh(
+    name: str, pipeline: str, uint8: bool, large: bool, workers: int, batches: int
+) -> tuple[float, float]:
+    """:func:`measure` in a new Python process, after an untimed one-batch run of the same
+    loader there (its imports and first-use set-up): nothing another loader started (DALI's
+    threads, a peer's worker processes) is alive during the run."""
+    command = [sys.executable, "-m", "benchmarks.peers", "--one", name, pipeline,
+               "--workers", str(workers), "--batches", str(batches)]  # fmt: skip
+    command += ["--uint8"] * uint8 + ["--large"] * large
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    rate, cpu = json.loads(done.stdout.strip().splitlines()[-1])
+    return rate, cpu
+
+
+def _one(name: str, pipeline: str, uint8: bool, large: bool, workers: int, batches: int) -> None:
+    """The child of :func:`measure_fresh`: prints [samples/s, CPU s per 1,000 samples]."""
+    from flowloader.cli import sample_data
+
+    root = camera_photos_root() if large else sample_data.builtin("imagenet-like")
+    build = LOADERS[name][1]
+    measure(build, pipeline, uint8, root, workers, 1)
+    print(json.dumps(measure(build, pipeline, uint8, root, workers, batches)))
+
+
+def run(
+    workers: int = 2, batches: int = 30, runs: int = 3, large: bool = False, fresh: bool = False
+) -> list[dict]:
     from flowloader.cli import sample_data
 
     root = camera_photos_root() if large else sample_data.builtin("imagenet-like")
@@ -283,7 +318,11 @@ def run(workers: int = 2, batches: int = 30, runs: int = 3, large: bool = False)
         results: dict[str, list[tuple[float, float]]] = {name: [] for name in available}
         for _ in range(runs):
             for name, build in available.items():
-                results[name].append(measure(build, pipeline, uint8, root, workers, batches))
+                if fresh:
+                    result = measure_fresh(name, pipeline, uint8, large, workers, batches)
+                else:
+                    result = measure(build, pipeline, uint8, root, workers, batches)
+                results[name].append(result)
         rates = {name: median([r for r, _ in values]) for name, values in results.items()}
         cpu = {name: median([c for _, c in values]) for name, values in results.items()}
         name = pipeline + (" (uint8)" if uint8 else "") + (", 2048x1536 photos" if large else "")
@@ -326,11 +365,19 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--large", action="store_true", help="200 photos of 2048x1536")
+    parser.add_argument(
+        "--fresh", action="store_true", help="each run in its own process, after a warm-up"
+    )
     parser.add_argument("--json")
+    parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # measure_fresh's child
+    parser.add_argument("--uint8", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    print(environment())
     batches = args.batches if not args.large or args.batches != 30 else 3
-    records = run(args.workers, batches, args.runs, args.large)
+    if args.one:
+        _one(*args.one, args.uint8, args.large, args.workers, batches)
+        return
+    print(environment())
+    records = run(args.workers, batches, args.runs, args.large, args.fresh)
     print(table(records))
     write_json(args.json, records)
 
