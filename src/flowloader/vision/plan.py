@@ -245,7 +245,8 @@ class BatchWriter:
     images instead. Images for the native kernel wait, their flips drawn, and are written
     together by one call (:meth:`flush`, which :meth:`result` runs): the kernel then runs
     without the GIL for the whole batch, and the Python of planning the next images does
-    not interleave with it."""
+    not interleave with it. Files held for that call are bounded: past ``WAITING_BYTES`` of
+    them (a batch of camera photos) the waiting images are written early."""
 
     def __init__(self, plan: Plan, count: int, allocate: Allocate) -> None:
         self.plan, self.count, self.allocate = plan, count, allocate
@@ -254,6 +255,7 @@ class BatchWriter:
         self.added = 0
         self._natives: list[NativeJpeg] = []
         self._jobs: list[tuple[Any, ...]] = []
+        self._waiting_bytes = 0
 
     def add(self, img: Any, rng: Any = None) -> None:
         plan = self.plan
@@ -265,6 +267,9 @@ class BatchWriter:
                 if isinstance(img, NativeJpeg):
                     self._natives.append(img)
                     self._jobs.append(img.job(self.added, *plan.native_flips(rng)))
+                    self._waiting_bytes += len(img.data)
+                    if self._waiting_bytes >= WAITING_BYTES:
+                        self.flush()
                 else:
                     plan.finish(img, rng, out=self.array[self.added])
                 self.added += 1
@@ -282,7 +287,7 @@ class BatchWriter:
         if not self._jobs:
             return
         images, jobs = self._natives, self._jobs
-        self._natives, self._jobs = [], []
+        self._natives, self._jobs, self._waiting_bytes = [], [], 0
         assert self.array is not None
         self.plan.finish_natives(images, jobs, self.array)
 
@@ -294,6 +299,10 @@ class BatchWriter:
         assert self.array is not None or self.count == 0
         return self.array if self.array is not None else []
 
+
+# The most JPEG bytes a BatchWriter holds for one kernel call: 64 ImageNet-sized files are
+# some 7 MB, so one call per batch; 64 camera photos (1.2 MB each) take three calls.
+WAITING_BYTES = 32 << 20
 
 # Steps that never draw (any other step may).
 _FIXED_STEPS = frozenset({Resize, CenterCrop, ToTensor, Normalize, PILToTensor})

@@ -21,6 +21,7 @@ import flowloader as fl
 from flowloader.errors import SkippedSampleWarning
 from flowloader.randomness import SampleRngs, SampleSeeds
 from flowloader.vision import datasets, native
+from flowloader.vision import plan as plan_module
 from flowloader.vision import transforms as T
 from flowloader.vision.datasets.fake import natural_image
 
@@ -387,6 +388,27 @@ def test_a_batch_builds_generators_only_where_steps_draw(imagenet_sized) -> None
     expected = train.__getitems__(indices, fresh)
     np.testing.assert_array_equal(got.columns[0], expected.columns[0])
     assert not np.array_equal(got.columns[0][0], got.columns[0][1])
+
+
+def test_a_batch_of_large_files_is_written_in_bounded_calls(imagenet_sized, monkeypatch) -> None:
+    """The files waiting for the batch's call are bounded (plan.WAITING_BYTES): past it the
+    waiting images are written early, with the same result."""
+    fast, _ = both(imagenet_sized, PIPELINES["val"])
+    expected = batch(fast, range(6))
+    calls: list[int] = []
+    write_batch = native.write_batch
+    monkeypatch.setattr(
+        native,
+        "write_batch",
+        lambda jobs, *args: calls.append(len(jobs)) or write_batch(jobs, *args),
+    )
+    batch(fast, range(6))
+    assert calls == [6]
+    calls.clear()
+    monkeypatch.setattr(plan_module, "WAITING_BYTES", 2 * max(len(jpeg(500, 375)), 1))
+    np.testing.assert_array_equal(batch(fast, range(6)), expected)
+    assert sum(calls) == 6
+    assert 1 < len(calls) < 6
 
 
 def test_one_batch_call_writes_each_job_as_its_own_call_does() -> None:
