@@ -15,7 +15,7 @@ built). samples/s over the first ``batches`` batches, start-up included, and CPU
 1,000 samples (all threads and worker processes). A peer that is not installed is left out.
 
     python -m benchmarks.peers [--workers 2] [--batches 30] [--runs 3] [--large] [--fresh]
-        [--json F]
+        [--loader NAME ...] [--json F]
 
 ``--fresh``: each run in its own Python process, after an untimed one-batch run of the same
 loader there; by default every loader runs in this one process, one after another, where
@@ -43,6 +43,7 @@ from typing import Any
 from .common import environment, median, write_json
 
 BATCH = 64
+FRESH_TIMEOUT_S = 90  # a fresh run that takes longer has hung (torchdata.nodes' processes did)
 PIPELINES = ("imagenet-train", "imagenet-val")
 # (pipeline, uint8 output)
 VARIANTS = [(p, False) for p in PIPELINES] + [(p, True) for p in PIPELINES]
@@ -284,14 +285,21 @@ def _installed(module: str) -> bool:
 
 def measure_fresh(
     name: str, pipeline: str, uint8: bool, large: bool, workers: int, batches: int
-) -> tuple[float, float]:
+) -> tuple[float, float] | None:
     """:func:`measure` in a new Python process, after an untimed one-batch run of the same
     loader there (its imports and first-use set-up): nothing another loader started (DALI's
-    threads, a peer's worker processes) is alive during the run."""
+    threads, a peer's worker processes) is alive during the run. None (and a line on stderr)
+    when the run fails or takes longer than ``FRESH_TIMEOUT_S``."""
     command = [sys.executable, "-m", "benchmarks.peers", "--one", name, pipeline,
                "--workers", str(workers), "--batches", str(batches)]  # fmt: skip
     command += ["--uint8"] * uint8 + ["--large"] * large
-    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    try:
+        done = subprocess.run(
+            command, check=True, capture_output=True, text=True, timeout=FRESH_TIMEOUT_S
+        )
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+        print(f"{name}, {pipeline}: no result ({type(error).__name__})", file=sys.stderr)
+        return None
     rate, cpu = json.loads(done.stdout.strip().splitlines()[-1])
     return rate, cpu
 
@@ -307,12 +315,17 @@ def _one(name: str, pipeline: str, uint8: bool, large: bool, workers: int, batch
 
 
 def run(
-    workers: int = 2, batches: int = 30, runs: int = 3, large: bool = False, fresh: bool = False
-) -> list[dict]:
+    workers: int = 2, batches: int = 30, runs: int = 3, large: bool = False, fresh: bool = False,
+    only: list[str] | None = None,
+) -> list[dict]:  # fmt: skip
     from flowloader.cli import sample_data
 
     root = camera_photos_root() if large else sample_data.builtin("imagenet-like")
-    available = {name: build for name, (module, build) in LOADERS.items() if _installed(module)}
+    available = {
+        name: build
+        for name, (module, build) in LOADERS.items()
+        if _installed(module) and (not only or name in only)
+    }
     records = []
     for pipeline, uint8 in VARIANTS[:2] if large else VARIANTS:
         results: dict[str, list[tuple[float, float]]] = {name: [] for name in available}
@@ -322,7 +335,9 @@ def run(
                     result = measure_fresh(name, pipeline, uint8, large, workers, batches)
                 else:
                     result = measure(build, pipeline, uint8, root, workers, batches)
-                results[name].append(result)
+                if result is not None:
+                    results[name].append(result)
+        results = {name: values for name, values in results.items() if values}
         rates = {name: median([r for r, _ in values]) for name, values in results.items()}
         cpu = {name: median([c for _, c in values]) for name, values in results.items()}
         name = pipeline + (" (uint8)" if uint8 else "") + (", 2048x1536 photos" if large else "")
@@ -368,16 +383,18 @@ def main() -> None:
     parser.add_argument(
         "--fresh", action="store_true", help="each run in its own process, after a warm-up"
     )
+    parser.add_argument("--loader", action="append", help="only these loaders (repeatable)")
     parser.add_argument("--json")
     parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # measure_fresh's child
     parser.add_argument("--uint8", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     batches = args.batches if not args.large or args.batches != 30 else 3
     if args.one:
-        _one(*args.one, args.uint8, args.large, args.workers, batches)
+        name, pipeline = args.one
+        _one(name, pipeline, args.uint8, args.large, args.workers, batches)
         return
     print(environment())
-    records = run(args.workers, batches, args.runs, args.large, args.fresh)
+    records = run(args.workers, batches, args.runs, args.large, args.fresh, args.loader)
     print(table(records))
     write_json(args.json, records)
 
