@@ -384,6 +384,17 @@ def test_a_batch_builds_generators_only_where_steps_draw(imagenet_sized) -> None
     train = datasets.ImageFolder(imagenet_sized, transform=PIPELINES["train"](None))
     got = train.__getitems__(indices, SampleRngs(seeds, indices))
     assert seeds.made == [5]
+    asked = []
+
+    def loader(path):  # a user's loader drawing the torch way
+        asked.append(fl.sample_rng().random())
+        return Image.open(path).convert("RGB")
+
+    custom = datasets.ImageFolder(
+        imagenet_sized, transform=PIPELINES["val uint8"](None), loader=loader
+    )
+    custom.__getitems__(indices, SampleRngs(SampleSeeds(3), indices))
+    assert asked == [SampleSeeds(3).generator(i).random() for i in indices]
     fresh = [seeds.generator(i) for i in indices]  # a plain list: a generator per sample
     expected = train.__getitems__(indices, fresh)
     np.testing.assert_array_equal(got.columns[0], expected.columns[0])

@@ -62,10 +62,12 @@ class PlannedImageDataset(VisionDataset):
         writer = BatchWriter(plan, len(indices), allocate)
         targets = np.empty(len(indices), dtype=np.int64)
         generators = _generators(plan, rngs)
+        seeds = rngs.seeds if isinstance(rngs, SampleRngs) else None
         try:
             for k, index in enumerate(indices):
                 rng = None if generators is None else generators[k]
-                with sample_context(index, rng):  # for steps that ask flowloader.sample_rng()
+                # for code that asks flowloader.sample_rng() (made then, when rng is None)
+                with sample_context(index, rng, seeds):
                     image, targets[k] = self._load(index, plan, rng)
                     with stats.stage("transform"):
                         writer.add(image, rng)
@@ -80,11 +82,12 @@ class PlannedImageDataset(VisionDataset):
 
 
 def _generators(plan: Plan, rngs: Sequence[Any] | None) -> Sequence[Any] | None:
-    """The samples' generators as the batch loop asks for them: none when no step draws
-    (a sample that asks ``flowloader.sample_rng()`` still gets its own), and one generator
-    reset per sample when only the plan's own steps draw from it (the kernel's path)."""
-    if rngs is None or not plan.draws:
+    """The samples' generators as the batch loop asks for them. From the loader's seeds:
+    none when no step draws (a load that asks ``flowloader.sample_rng()`` still gets its
+    own), and one generator reset per sample when only the plan's own steps draw from it
+    (the kernel's path). Generators handed in as they are: those."""
+    if not isinstance(rngs, SampleRngs):
+        return rngs
+    if not plan.draws:
         return None
-    if plan.native_ready and isinstance(rngs, SampleRngs):
-        return rngs.one_at_a_time()
-    return rngs
+    return rngs.one_at_a_time() if plan.native_ready else rngs
