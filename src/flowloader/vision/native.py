@@ -174,18 +174,19 @@ class NativeJpeg:
 
 
 def write_batch(
-    images: Sequence[NativeJpeg], jobs: list[tuple[Any, ...]], out: np.ndarray, conversion: str,
+    waiting: Sequence[tuple[NativeJpeg, int, bool, bool]], out: np.ndarray, conversion: str,
     mean_std: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
 ) -> None:  # fmt: skip
-    """Each of ``jobs`` (``images[k].job(...)``) decoded into its slot of ``out`` (one batch
-    array, every sample the same shape) in one native call that holds the GIL only to read
-    the jobs: thread workers then wait for it once per batch, not once per image. Stops at
-    the first image that fails and raises its error, as :meth:`NativeJpeg.write` would."""
+    """Each (image, slot, hflip, vflip) of ``waiting`` decoded into its slot of ``out`` (one
+    batch array, every sample the same shape) in one native call that holds the GIL only to
+    read the jobs: thread workers then wait for it once per batch, not once per image. Stops
+    at the first image that fails and raises its error, as :meth:`NativeJpeg.write` would."""
     extra = () if mean_std is None else mean_std
+    jobs = [image.job(slot, hflip, vflip) for image, slot, hflip, vflip in waiting]
     failed = _kernel.decode_batch(jobs, out, _OUTPUTS[conversion], PILLOW_ORDER, *extra)
     if failed is not None:
         position, error = failed
-        replacement = images[position].located(error)
+        replacement = waiting[position][0].located(error)
         if replacement is error:
             raise error
         raise replacement from error

@@ -160,11 +160,12 @@ class Plan:
         return axes.count(1) % 2 == 1, axes.count(0) % 2 == 1
 
     def finish_natives(
-        self, images: list[NativeJpeg], jobs: list[tuple[Any, ...]], out: np.ndarray
+        self, waiting: list[tuple[NativeJpeg, int, bool, bool]], out: np.ndarray
     ) -> None:
-        """Native images finished into their slots of ``out`` in one kernel call."""
+        """Native images, each (image, slot, hflip, vflip), finished into their slots of
+        ``out`` in one kernel call."""
         assert self.conversion is not None
-        native.write_batch(images, jobs, out, self.conversion, self.mean_std)
+        native.write_batch(waiting, out, self.conversion, self.mean_std)
 
     def _drawn_flips(self, rng: Any) -> list[int]:
         """The (H, W) axes one image's flips reverse, each step drawing once, in order."""
@@ -253,8 +254,7 @@ class BatchWriter:
         self.array: np.ndarray | None = None
         self.separate: list[Any] | None = None
         self.added = 0
-        self._natives: list[NativeJpeg] = []
-        self._jobs: list[tuple[Any, ...]] = []
+        self._waiting: list[tuple[NativeJpeg, int, bool, bool]] = []  # (image, slot, flips)
         self._waiting_bytes = 0
 
     def add(self, img: Any, rng: Any = None) -> None:
@@ -265,8 +265,7 @@ class BatchWriter:
                 self.array = self.allocate((self.count, *shape), plan.dtype)
             if shape is not None and self.array is not None and self.array.shape[1:] == shape:
                 if isinstance(img, NativeJpeg):
-                    self._natives.append(img)
-                    self._jobs.append(img.job(self.added, *plan.native_flips(rng)))
+                    self._waiting.append((img, self.added, *plan.native_flips(rng)))
                     self._waiting_bytes += len(img.data)
                     if self._waiting_bytes >= WAITING_BYTES:
                         self.flush()
@@ -284,12 +283,11 @@ class BatchWriter:
         """Write the waiting native images; raises the first one's error if any fails. Run it
         before an error from a later image propagates, so that the earliest sample's error is
         the one raised, as when each image is finished as it comes."""
-        if not self._jobs:
+        if not self._waiting:
             return
-        images, jobs = self._natives, self._jobs
-        self._natives, self._jobs, self._waiting_bytes = [], [], 0
+        waiting, self._waiting, self._waiting_bytes = self._waiting, [], 0
         assert self.array is not None
-        self.plan.finish_natives(images, jobs, self.array)
+        self.plan.finish_natives(waiting, self.array)
 
     def result(self) -> np.ndarray | list[Any]:
         """The batch array, or the list of images when they did not all fit one."""

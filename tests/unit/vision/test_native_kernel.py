@@ -131,7 +131,9 @@ def kernel_jobs(monkeypatch) -> list:
     monkeypatch.setattr(
         native,
         "write_batch",
-        lambda jobs, *args: written.extend(jobs) or write_batch(jobs, *args),
+        lambda waiting, *args: (
+            written.extend(job for job, *_ in waiting) or write_batch(waiting, *args)
+        ),
     )
     return written
 
@@ -411,12 +413,12 @@ def test_a_batch_of_large_files_is_written_in_bounded_calls(imagenet_sized, monk
     monkeypatch.setattr(
         native,
         "write_batch",
-        lambda jobs, *args: calls.append(len(jobs)) or write_batch(jobs, *args),
+        lambda waiting, *args: calls.append(len(waiting)) or write_batch(waiting, *args),
     )
     batch(fast, range(6))
     assert calls == [6]
     calls.clear()
-    monkeypatch.setattr(plan_module, "WAITING_BYTES", 2 * max(len(jpeg(500, 375)), 1))
+    monkeypatch.setattr(plan_module, "WAITING_BYTES", 2 * len(jpeg(500, 375)))
     np.testing.assert_array_equal(batch(fast, range(6)), expected)
     assert sum(calls) == 6
     assert 1 < len(calls) < 6
