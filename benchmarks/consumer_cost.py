@@ -14,18 +14,22 @@ Two measures, each with 2 and 8 worker processes:
   ``--batches`` batches after a warm-up, and batches/s; 1e6 / (CPU us per batch) is the
   ceiling the consumer sets when the workers keep up. Noisy on a busy machine.
 * ``--callgrind``: instructions per batch of the main process alone, under
-  ``valgrind --tool=callgrind`` (repeatable): the same run with N1 and N2 batches, the
-  difference divided by N2 - N1 (start-up and shut-down cancel out). The workers start with
-  ``forkserver``, so they run outside valgrind at full speed and the batches are always
-  ready: what is counted is the consumer at its ceiling.
+  ``valgrind --tool=callgrind``: after a warm-up, ``--batches`` batches are taken inside one
+  ``functools.reduce`` call and callgrind counts only inside that call
+  (``--toggle-collect``), so start-up and shut-down are left out rather than subtracted.
+  The workers start with ``forkserver``, so they run outside valgrind at full speed and the
+  batches are always ready: what is counted is the consumer at its ceiling. ``--runs``
+  repeats it; the median is reported with the spread (how the batches arrive, one at a time
+  or several per wait, varies from run to run).
 
     python -m benchmarks.consumer_cost [--batches 2000] [--runs 3] [--workers 2 8]
-    python -m benchmarks.consumer_cost --callgrind [--n1 100 --n2 400] [--workers 2 8]
+    python -m benchmarks.consumer_cost --callgrind [--batches 1000] [--runs 3] [--workers 2 8]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import statistics
@@ -101,21 +105,29 @@ def measure(workers: int, batches: int, warmup: int = 50) -> dict[str, float]:
     return {"cpu_us_per_batch": cpu / batches * 1e6, "batches_per_s": batches / wall}
 
 
-def run_consumer(workers: int, batches: int) -> None:
-    """The process callgrind instruments: one epoch of ``batches`` batches, workers outside."""
-    iterator = iter(make_loader(workers, batches, "forkserver"))
-    consume(iterator, batches)
+def run_consumer(workers: int, batches: int, warmup: int = 50) -> None:
+    """The process callgrind instruments: ``batches`` batches inside the one
+    ``functools.reduce`` call it counts, after a warm-up it does not; workers outside."""
+    iterator = iter(make_loader(workers, warmup + batches, "forkserver"))
+    consume(iterator, warmup)
+
+    def step(_: None, __: int) -> None:
+        next(iterator)  # dropped at once, as a training step would before the next
+
+    functools.reduce(step, range(batches), None)
     iterator.shutdown()
 
 
 def callgrind_instructions(workers: int, batches: int) -> int:
-    """Instructions the main process executes for a run of ``batches`` batches."""
+    """Instructions the main process executes taking ``batches`` batches (warm)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         command = [
             "valgrind",
             "--tool=callgrind",
             f"--callgrind-out-file={out}",
+            "--collect-atstart=no",
+            "--toggle-collect=functools_reduce",
             sys.executable,
             "-m",
             "benchmarks.consumer_cost",
@@ -131,9 +143,9 @@ def callgrind_instructions(workers: int, batches: int) -> int:
         return int(totals.group(1))
 
 
-def instructions_per_batch(workers: int, n1: int, n2: int) -> dict[str, float]:
-    first, second = callgrind_instructions(workers, n1), callgrind_instructions(workers, n2)
-    return {"instructions_per_batch": (second - first) / (n2 - n1), "n1": n1, "n2": n2}
+def instructions_per_batch(workers: int, batches: int, runs: int) -> dict[str, Any]:
+    counts = [callgrind_instructions(workers, batches) / batches for _ in range(runs)]
+    return {"instructions_per_batch": statistics.median(counts), "runs": counts}
 
 
 def main() -> None:
@@ -142,8 +154,6 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--callgrind", action="store_true", help="count instructions instead")
-    parser.add_argument("--n1", type=int, default=100)
-    parser.add_argument("--n2", type=int, default=400)
     parser.add_argument("--consume", type=int, help=argparse.SUPPRESS)  # the instrumented run
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -156,8 +166,12 @@ def main() -> None:
     records = []
     for workers in args.workers:
         if args.callgrind:
-            record = instructions_per_batch(workers, args.n1, args.n2)
-            print(f"num_workers={workers}: {record['instructions_per_batch']:,.0f} instr/batch")
+            record = instructions_per_batch(workers, args.batches, args.runs)
+            spread = ", ".join(f"{count:,.0f}" for count in record["runs"])
+            print(
+                f"num_workers={workers}: {record['instructions_per_batch']:,.0f} instr/batch "
+                f"(median of {spread})"
+            )
         else:
             runs = [measure(workers, args.batches) for _ in range(args.runs)]
             cpu = statistics.median(r["cpu_us_per_batch"] for r in runs)

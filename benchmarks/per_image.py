@@ -25,6 +25,7 @@ import io
 import itertools
 import os
 import pathlib
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -195,6 +196,43 @@ def loader_ms(
     return passes[1]
 
 
+def processes_ms(
+    root: str, workers: int = 2, pipeline: str = "imagenet-train", short: int = 320,
+    long: int = 1600, passes: int = 3,
+) -> float:  # fmt: skip
+    """CPU ms per sample of the whole process tree (this process and its worker processes,
+    reaped at the epoch's end) with ``workers`` worker processes on every core this process
+    may use: whole epochs over the first ``short`` and the first ``long`` samples, the
+    difference divided by ``long - short``, so that starting the workers cancels out and no
+    batch is loaded past the epoch's end; the median of ``passes``."""
+    import flowloader as fl
+    from flowloader.cli import pipelines
+    from flowloader.vision import datasets, transforms
+
+    from .imagenet import _cpu_s
+
+    dataset = pipelines.dataset(pipeline, root, datasets, transforms, False)
+
+    def epoch_cpu_s(samples: int) -> float:
+        subset = fl.Subset(dataset, range(samples))
+        loader = fl.DataLoader(subset, batch_size=64, shuffle=True, num_workers=workers)
+        start = _cpu_s()
+        for _ in loader:
+            pass
+        return _cpu_s() - start
+
+    pinned = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    try:
+        epoch_cpu_s(short)  # warm: the page cache
+        per_sample = [
+            (epoch_cpu_s(long) - epoch_cpu_s(short)) / (long - short) * 1000 for _ in range(passes)
+        ]
+    finally:
+        os.sched_setaffinity(0, pinned)
+    return statistics.median(per_sample)
+
+
 def validation_uint8(files: list[bytes], root: str) -> dict[str, float]:
     """Validation with uint8 output (Resize 256, CenterCrop 224, PILToTensor), where
     torchvision v2 comes closest: ms per image of its floor for flowloader (the rows down to
@@ -363,6 +401,8 @@ def run(images: int = 200, large: bool = False) -> list[dict]:
             measured["entropy floor"] = entropy_floor_ms(files, boxes)
             measured["loader"], measured["loader's kernel"] = loader_ms(root, 640)
             if not large:
+                measured["2 worker processes"] = processes_ms(root)
+            if not large:
                 validation = validation_uint8(files, root)
                 records.append({"library": "validation uint8", "large": large, **validation})
         if measured:
@@ -390,6 +430,12 @@ def table(records: list[dict]) -> str:
                 f"the loader in one process {loader:.2f} ms per sample ({loader / floor:.2f}x), "
                 f"{loader / inner:.2f}x the {inner:.2f} ms its kernel calls took."
             )
+            if "2 worker processes" in r:
+                processes = r["2 worker processes"]
+                lines.append(
+                    f"\nWith 2 worker processes (whole epochs, the process tree's CPU): "
+                    f"{processes:.2f} ms per sample, {processes / inner:.2f}x the kernel's."
+                )
         if "floor" in r:  # validation with uint8 output (none where the kernel is not built)
             floor, loader, inner = r["floor"], r["loader"], r["loader's kernel"]
             line = (

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .._compat import torch as _torch
 from . import tree
-from .messages import Wire
 from .segment_pool import Arena, SegmentPool
 from .shm import Segment, aligned
 
 
-@dataclass(slots=True)
-class LeafRef(Wire):
+class LeafRef(NamedTuple):
+    """Where one array of the batch lies in the segment."""
+
     offset: int
     shape: tuple[int, ...]
     dtype: Any  # a dtype string such as '<f4' (cheap to pickle), or a structured np.dtype
@@ -28,15 +27,22 @@ def _portable_dtype(dtype: np.dtype) -> Any:
     return dtype.str if dtype.fields is None else dtype
 
 
-@dataclass(slots=True)
-class EncodedBatch(Wire):
-    """A batch's structure plus where its arrays lie; small enough for a pipe."""
+class EncodedBatch(NamedTuple):
+    """A batch's structure plus where its arrays lie; small enough for a pipe.
+
+    On the pipe it travels as plain tuples (:meth:`on_wire`): a named tuple pickles through
+    ``copyreg``, several times slower. :func:`decode` reads either form by position.
+    """
 
     structure: Any
     segment_name: str | None
     capacity: int
     used: int
     leaves: tuple[LeafRef, ...]
+
+    def on_wire(self) -> tuple[Any, ...]:
+        structure, name, capacity, used, leaves = self
+        return structure, name, capacity, used, tuple(map(tuple, leaves))
 
 
 def encode(batch: Any, pool: SegmentPool, arena: Arena | None) -> EncodedBatch:
@@ -118,21 +124,21 @@ class SegmentCache:
         self.forget(tuple(self._segments))
 
 
-def decode(encoded: EncodedBatch, cache: SegmentCache, on_drop: Callable[[str], None]) -> Any:
+def decode(encoded: tuple[Any, ...], cache: SegmentCache, on_drop: Callable[[str], None]) -> Any:
     """The batch with its arrays viewing the shared segment (no copy). ``on_drop(name)`` runs
     once the consumer has dropped every array of the batch."""
-    if encoded.segment_name is None:
-        return tree.join(encoded.structure, [])
-    segment = cache.get(encoded.segment_name, encoded.capacity)
-    region = np.frombuffer(segment.mapping, dtype=np.uint8, count=encoded.used)
+    structure, name, capacity, used, leaves = encoded
+    if name is None:
+        return tree.join(structure, [])
+    region = np.frombuffer(cache.get(name, capacity).mapping, dtype=np.uint8, count=used)
     arrays = []
-    for ref in encoded.leaves:
+    for offset, shape, dtype, tensor in leaves:
         # one constructor call, not a slice, a view and a reshape; its base is `region`
-        array = np.ndarray(ref.shape, ref.dtype, region, ref.offset)
-        arrays.append(_torch.require_torch().from_numpy(array) if ref.tensor else array)
+        array = np.ndarray(shape, dtype, region, offset)
+        arrays.append(_torch.require_torch().from_numpy(array) if tensor else array)
     # Every array's base is `region` (a tensor keeps its array), so it dies with the last.
-    _watch(region, on_drop, encoded.segment_name)
-    return tree.join(encoded.structure, arrays)
+    _watch(region, on_drop, name)
+    return tree.join(structure, arrays)
 
 
 # id(weak reference) -> (the reference, on_drop, segment name), for every batch handed out

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from .batch_codec import EncodedBatch, SegmentCache, decode
+from .batch_codec import SegmentCache, decode
 
 
 class SegmentLedger:
@@ -28,7 +28,7 @@ class SegmentLedger:
         self._owed: dict[int, list[str]] = collections.defaultdict(list)
         self._on_drop: dict[int, Callable[[str], None]] = {}  # made once per worker id
 
-    def open(self, worker_id: int, encoded: EncodedBatch) -> Any:
+    def open(self, worker_id: int, encoded: tuple[Any, ...]) -> Any:
         """The batch as views of its segment; the segment is owed back once it is dropped."""
         on_drop = self._on_drop.get(worker_id)
         if on_drop is None:

@@ -3,6 +3,10 @@
 Main -> worker (on the worker's task pipe): Task, Release, Resume, Stop.
 Worker -> main (on the worker's result pipe): Result, Empty, Failure, StreamEnd.
 Array payloads never travel here; a Result names the shared-memory segment that holds them.
+The two messages sent once per batch, Task and Result, cross the pipes as plain tuples of their
+fields (``on_wire``; a Task is rebuilt by ``Task(*fields)``, a Result read where it lands):
+pickling a class writes its name and unpickling looks it up and runs its Python constructor,
+which together cost several times what the tuple does, once per batch each way.
 """
 
 from __future__ import annotations
@@ -17,13 +21,17 @@ class Wire:
 
     Subclasses are slotted dataclasses, not frozen ones, though they are never changed after
     they are made: unpickling calls the class, and a frozen dataclass costs several times as
-    much to construct (four of them per batch: Result, EncodedBatch and its LeafRefs).
+    much to construct.
     """
 
     __slots__ = ()
 
     def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
-        return type(self), tuple(map(self.__getattribute__, self.__slots__))
+        return type(self), self.on_wire()
+
+    def on_wire(self) -> tuple[Any, ...]:
+        """The field values, in order."""
+        return tuple(map(self.__getattribute__, self.__slots__))
 
 
 @dataclass(slots=True)
@@ -64,7 +72,7 @@ class Result(Wire):
     generation: int
     task_id: int
     worker_id: int
-    batch: Any  # an EncodedBatch
+    batch: Any  # from a worker process: an EncodedBatch's on_wire() tuple
     retired_segments: tuple[str, ...] = ()
     stages: dict[str, float] | None = None  # this worker's stage seconds since its last Result
     cpu_s: float = 0.0  # the worker's CPU time so far

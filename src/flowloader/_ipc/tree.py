@@ -16,19 +16,14 @@ import numpy as np
 from .._compat import torch as _torch
 
 
-class Slot:
-    """Placeholder for the array leaf number ``index``."""
+class Slot(int):
+    """Placeholder for the array leaf number ``int(self)``. An int subclass: unpickling one
+    runs no Python code (a class with ``__init__`` ran a Python call per leaf per batch)."""
 
-    __slots__ = ("index",)
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-
-    def __reduce__(self) -> tuple[type, tuple[int]]:
-        return (Slot, (self.index,))
+    __slots__ = ()
 
     def __repr__(self) -> str:
-        return f"Slot({self.index})"
+        return f"Slot({int(self)})"
 
 
 def is_array_leaf(value: Any) -> bool:
@@ -63,7 +58,7 @@ def _split(value: Any, context: tuple[list[Any], Any]) -> Any:
 
 def _join(value: Any, arrays: list[np.ndarray]) -> Any:
     if type(value) is Slot:
-        return arrays[value.index]
+        return arrays[value]
     return _map_container(value, _join, arrays)
 
 

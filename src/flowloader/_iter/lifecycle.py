@@ -6,15 +6,18 @@ their segments is the process transport's SegmentLedger.)
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing
 import os
 import pickle
 import signal
 import time
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from .._ipc import messages, shm
+from .._ipc.framing import MessageReader, write_message
 from .._ipc.poller import Poller
 from .._plan import LoadPlan
 from .._worker.process import run_worker
@@ -97,6 +100,7 @@ class WorkerGroup:
         self._worker_of: dict[Any, int] = {}
         self._poller = Poller([])
         self._pipe_pollers: list[Any] = [None] * plan.num_workers
+        self._readers: list[Any] = [None] * plan.num_workers
         # worker id -> why its reply could not be read (the worker was stopped for it)
         self._unreadable: dict[int, Exception] = {}
         self.closed = False
@@ -165,6 +169,7 @@ class WorkerGroup:
         self._poller.watch(result_reader)
         self._poller.watch(process.sentinel)
         self._pipe_pollers[worker_id] = Poller([result_reader])
+        self._readers[worker_id] = MessageReader(result_reader.fileno())
 
     def send(self, worker_id: int, message: Any) -> None:
         """Send to a worker; a dead worker is reported by :meth:`receive`, not here.
@@ -179,14 +184,9 @@ class WorkerGroup:
         try:
             data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
         except Exception:
-            data = None
-        try:
-            if data is None:
-                conn.send(message)
-            else:
-                conn.send_bytes(data)
-        except OSError:  # BrokenPipeError, ConnectionResetError: the worker is gone
-            pass
+            data = bytes(ForkingPickler.dumps(message))
+        with contextlib.suppress(OSError):  # BrokenPipeError, ConnectionResetError: it is gone
+            write_message(conn.fileno(), data)
 
     def receive(self, timeout: float | None) -> tuple[list[Any], list[int]]:
         """Wait up to ``timeout`` for messages; returns (messages, ids of workers that died).
@@ -214,19 +214,25 @@ class WorkerGroup:
 
     def _drain(self, worker_id: int, into: list[Any], known_ready: bool = False) -> bool:
         """Read the pending messages of a worker; False once its pipe is closed."""
-        conn, poller = self.result_conns[worker_id], self._pipe_pollers[worker_id]
+        reader, poller = self._readers[worker_id], self._pipe_pollers[worker_id]
+        frames: list[bytes] = []
         try:
             if known_ready:
-                into.append(conn.recv())
-            while poller.any_ready():
-                into.append(conn.recv())
-        except (EOFError, OSError):
-            return False
-        except Exception as error:  # a reply this process cannot unpickle: whose task is lost
-            self._unreadable[worker_id] = error
-            self.processes[worker_id].kill()  # so its batches fail (or go to a new worker)
-            return False
-        return True
+                is_open = reader.read_into(frames)
+            else:
+                is_open = True
+                while is_open and poller.any_ready():
+                    is_open = reader.read_into(frames)
+        except OSError:
+            is_open = False
+        for frame in frames:
+            try:
+                into.append(pickle.loads(frame))
+            except Exception as error:  # a reply this process cannot unpickle: its task is lost
+                self._unreadable[worker_id] = error
+                self.processes[worker_id].kill()  # so its batches fail (or go to a new worker)
+                return False
+        return is_open
 
     def exit_description(self, worker_id: int) -> tuple[int | None, str, int | None]:
         """(pid, how it ended, the signal that killed it or None)."""

@@ -11,7 +11,7 @@ from typing import Any
 from .._ipc import messages
 from .._ipc.ledger import SegmentLedger
 from .._plan import LoadPlan
-from .events import Assignment, Event, Failed, WorkerDied, from_reply
+from .events import Assignment, Event, Failed, Loaded, WorkerDied, from_reply
 from .lifecycle import WorkerGroup
 from .transport import STOP_GRACE_S
 
@@ -31,7 +31,8 @@ class ProcessTransport:
         ledger.collect_dropped()  # releases ride along with the tasks
         for a in assignments:
             releases = ledger.releases_for(a.worker_id)
-            task = messages.Task(self._generation, a.task_id, a.indices, releases, a.epoch_seed)
+            # a Task as it travels (messages.Task.on_wire): its fields in order
+            task = (self._generation, a.task_id, a.indices, releases, a.epoch_seed)
             group.send(a.worker_id, task)
 
     def receive(self, timeout: float | None) -> list[Event]:
@@ -57,29 +58,32 @@ class ProcessTransport:
         return events
 
     def _event(self, message: Any) -> Event | None:
-        stale = message.generation != self._generation
-        if isinstance(message, messages.Result):
-            self.ledger.forget(message.retired_segments)
-            if stale:  # from an epoch that ended early: give its segment back
-                self._give_back(message)
+        if type(message) is tuple:  # a Result as it travels (messages.Result.on_wire)
+            generation, task_id, worker_id, encoded, retired, stages, cpu_s, skipped = message
+            if retired:
+                self.ledger.forget(retired)
+            if generation != self._generation:  # from an epoch that ended early
+                self._give_back(worker_id, encoded)
                 return None
-            return from_reply(message, self.ledger.open(message.worker_id, message.batch))
-        return None if stale else from_reply(message)
+            batch = self.ledger.open(worker_id, encoded)
+            return Loaded(task_id, worker_id, batch, skipped, stages, cpu_s)
+        return None if message.generation != self._generation else from_reply(message)
 
     def _unopened(self, message: Any, error: Exception) -> Event | None:
         """A reply that could not be opened here (out of descriptors or mappings, a segment
         gone, a class this process cannot rebuild): its batch fails and ends the epoch, and
         its segment goes back to the worker."""
-        if isinstance(message, messages.Result):
-            self._give_back(message)
+        if type(message) is tuple:
+            message = messages.Result(*message)
+            self._give_back(message.worker_id, message.batch)
         if message.generation != self._generation:
             return None
         return Failed(message.task_id, message.worker_id, error, fatal=True)
 
-    def _give_back(self, message: messages.Result) -> None:
-        name = message.batch.segment_name
+    def _give_back(self, worker_id: int, encoded: tuple[Any, ...]) -> None:
+        name = encoded[1]  # the segment's (EncodedBatch.segment_name)
         if name is not None:
-            self.group.send(message.worker_id, messages.Release((name,)))
+            self.group.send(worker_id, messages.Release((name,)))
 
     def restart(self, worker_id: int) -> None:
         old_prefix = self.group.worker_prefix(worker_id)

@@ -61,7 +61,7 @@ class ProcessWorker(WorkerBody):
         self.batch_bytes_hint = max(self.batch_bytes_hint, encoded.used)
         if stats.enabled:
             self.clock.transport += time.perf_counter() - started
-        result = self.result(task, encoded, time.process_time(), self.pool.pop_retired())
+        result = self.result(task, encoded.on_wire(), time.process_time(), self.pool.pop_retired())
         try:
             self.send(result)
         except Exception as error:  # an unpicklable non-array leaf, for instance
@@ -92,6 +92,8 @@ def run_worker(config: WorkerConfig, tasks: Any, results: Any) -> None:
                     return
                 continue
             message = tasks.recv()
+            if type(message) is tuple:  # a Task's fields (messages.Task.on_wire)
+                message = messages.Task(*message)
             if isinstance(message, messages.Task):
                 worker.pool.release(message.releases)
                 worker.run_task(message)
@@ -132,6 +134,9 @@ class _ResultPipe:
         self.on_terminate: Callable[[], None] = lambda: os._exit(128 + signal.SIGTERM)
 
     def send(self, message: Any) -> None:
+        """Send ``message``; a Result goes as the tuple of its fields (messages.Wire)."""
+        if type(message) is messages.Result:
+            message = message.on_wire()
         self._sending = True
         try:
             self._conn.send(message)
