@@ -12,7 +12,9 @@ Milliseconds per image, best of 3 passes; each stage is the difference between r
 steps up to it and up to the one before. Below the table: flowloader's kernel and its whole
 DataLoader in one process (``num_workers=0``, CPU per sample) as multiples of the entropy-
 decoding floor, the least any libjpeg-based loader can spend (every row down to the crop's
-last decoded at 1/8 scale, output discarded).
+last decoded at 1/8 scale, output discarded); on the 500x375 files also the whole process
+tree's CPU per sample with 2 worker processes on every core (whole epochs of two lengths,
+differenced), as a multiple of the kernel's.
 
     python -m benchmarks.per_image [--images 200] [--large] [--json out.json]
 """
