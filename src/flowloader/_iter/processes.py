@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._ipc import messages
+from .._ipc.batch_codec import EncodedBatch
 from .._ipc.ledger import SegmentLedger
 from .._plan import LoadPlan
 from .events import Assignment, Event, Failed, Loaded, WorkerDied, from_reply
@@ -81,7 +82,7 @@ class ProcessTransport:
         return Failed(message.task_id, message.worker_id, error, fatal=True)
 
     def _give_back(self, worker_id: int, encoded: tuple[Any, ...]) -> None:
-        name = encoded[1]  # the segment's (EncodedBatch.segment_name)
+        name = EncodedBatch(*encoded).segment_name
         if name is not None:
             self.group.send(worker_id, messages.Release((name,)))
 
