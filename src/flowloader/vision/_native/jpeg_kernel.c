@@ -170,8 +170,15 @@ typedef struct {
     int ksize;    /* taps per output pixel */
     int *bounds;  /* per kept output pixel: first input pixel, tap count */
     int32_t *k;   /* per kept output pixel: ksize fixed-point weights */
-    int32_t *k4;  /* the same, each repeated for the 4 lanes of an RGBX pixel */
     int lo, hi;   /* input pixels [lo, hi) read by the kept outputs */
+    /* The horizontal pass's layout: every kept output reads the same number of taps (the
+     * most any reads), from `start`, its weights shifted to match and the rest zero, each
+     * repeated for the 4 lanes of an RGBX pixel. The extra taps add zero, so the sums are
+     * the same integers; a tap count that varies from pixel to pixel would cost a
+     * mispredicted branch on most of them. */
+    int taps;
+    int *start;
+    int32_t *k4;
 } coeffs;
 
 static double bilinear(double x) {
@@ -191,10 +198,39 @@ static double bicubic(double x) {
 static void free_coeffs(coeffs *c) {
     free(c->bounds);
     free(c->k);
+    free(c->start);
     free(c->k4);
     c->bounds = NULL;
     c->k = NULL;
+    c->start = NULL;
     c->k4 = NULL;
+}
+
+/* The horizontal pass's layout (see coeffs). Each output's window of `taps` pixels starts
+ * at its first input pixel, or earlier where that window would pass `hi`; it never starts
+ * before `lo`, since the output that reads the most taps lies within [lo, hi). */
+static int pad_taps(coeffs *c, int count) {
+    c->taps = 0;
+    for (int i = 0; i < count; i++) {
+        if (c->bounds[2 * i + 1] > c->taps) c->taps = c->bounds[2 * i + 1];
+    }
+    c->start = malloc(sizeof(int) * (size_t)count);
+    c->k4 = calloc((size_t)count * (size_t)c->taps * 4 + 4, sizeof(int32_t));
+    if (!c->start || !c->k4) {
+        free_coeffs(c);
+        return 0;
+    }
+    for (int i = 0; i < count; i++) {
+        int first = c->bounds[2 * i], n = c->bounds[2 * i + 1];
+        int start = first > c->hi - c->taps ? c->hi - c->taps : first;
+        if (start < c->lo) start = c->lo; /* an output that reads nothing */
+        c->start[i] = start;
+        for (int t = 0; t < n; t++) {
+            int32_t *w = c->k4 + ((size_t)i * c->taps + (size_t)(first - start + t)) * 4;
+            for (int lane = 0; lane < 4; lane++) w[lane] = c->k[(size_t)i * c->ksize + t];
+        }
+    }
+    return 1;
 }
 
 /* Pillow's precompute_coeffs + normalize_coeffs_8bpc, for the kept output pixels only. */
@@ -256,19 +292,11 @@ static int make_coeffs(const fl_axis *a, int filter, coeffs *c) {
         }
     }
     free(pre);
-    c->k4 = malloc(sizeof(int32_t) * 4 * (size_t)a->out_count * (size_t)ksize);
-    if (!c->k4) {
-        free_coeffs(c);
-        return FL_NO_MEMORY;
-    }
-    for (size_t n = 0; n < (size_t)a->out_count * (size_t)ksize; n++) {
-        for (int lane = 0; lane < 4; lane++) c->k4[4 * n + lane] = c->k[n];
-    }
     if (c->hi <= c->lo) { /* nothing read: keep one pixel so the region is not empty */
         c->lo = 0;
         c->hi = 1;
     }
-    return FL_OK;
+    return pad_taps(c, a->out_count) ? FL_OK : FL_NO_MEMORY;
 }
 
 static inline uint8_t clip8(int32_t v) {
@@ -279,20 +307,19 @@ static inline uint8_t clip8(int32_t v) {
 /* Passes ---------------------------------------------------------------------------------- */
 
 /* Horizontal pass over `rows` RGBX rows: `src` rows of stride `src_stride`, where input
- * pixel x lies at column x + `shift`; `count` RGBX pixels out per row. Two taps (two RGBX
- * pixels, eight lanes) per step; integer sums, so the order does not change the result. */
+ * pixel x lies at column x + `shift`; `count` RGBX pixels out per row, each from c->taps
+ * pixels. Two taps (two RGBX pixels, eight lanes) per step; integer sums, so the order does
+ * not change the result. */
 static void horizontal_portable(const uint8_t *src, size_t src_stride, int rows, int shift,
                                 const coeffs *c, int count, uint8_t *dst) {
-    const int *bounds = c->bounds;
-    const int32_t *k4 = c->k4;
-    const size_t ksize = (size_t)c->ksize;
+    const int taps = c->taps;
     for (int r = 0; r < rows; r++) {
         const uint8_t *s = src + (size_t)r * src_stride;
         uint8_t *d = dst + (size_t)r * count * 4;
         for (int i = 0; i < count; i++) {
-            const uint8_t *p = s + (size_t)(bounds[2 * i] + shift) * 4;
-            const int32_t *w = k4 + (size_t)i * ksize * 4;
-            int taps = bounds[2 * i + 1], t = 0;
+            const uint8_t *p = s + (size_t)(c->start[i] + shift) * 4;
+            const int32_t *w = c->k4 + (size_t)i * taps * 4;
+            int t = 0;
             v8i pair = {0, 0, 0, 0, 0, 0, 0, 0};
             for (; t + 1 < taps; t += 2) {
                 v8u8 px;
@@ -336,16 +363,19 @@ static void vertical_row_portable(const uint8_t *src, size_t stride, int width, 
 }
 
 #ifdef FL_AVX2
-AVX2 static void horizontal_avx2(const uint8_t *src, size_t src_stride, int rows, int shift,
-                                 const coeffs *c, int count, uint8_t *dst) {
+/* horizontal_portable's loop with the tap count `taps` a constant where the caller passes
+ * one, so that the compiler unrolls the taps. */
+AVX2 static inline __attribute__((always_inline)) void
+horizontal_avx2_taps(const uint8_t *src, size_t src_stride, int rows, int shift, const coeffs *c,
+                     int count, uint8_t *dst, const int taps) {
     const __m128i half = _mm_set1_epi32(HALF);
     for (int r = 0; r < rows; r++) {
         const uint8_t *s = src + (size_t)r * src_stride;
         uint8_t *d = dst + (size_t)r * count * 4;
         for (int i = 0; i < count; i++) {
-            const uint8_t *p = s + (size_t)(c->bounds[2 * i] + shift) * 4;
-            const int32_t *w = c->k4 + (size_t)i * c->ksize * 4;
-            int taps = c->bounds[2 * i + 1], t = 0;
+            const uint8_t *p = s + (size_t)(c->start[i] + shift) * 4;
+            const int32_t *w = c->k4 + (size_t)i * taps * 4;
+            int t = 0;
             __m256i pair = _mm256_setzero_si256();
             for (; t + 1 < taps; t += 2) {
                 __m256i px = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 4 * t)));
@@ -369,6 +399,23 @@ AVX2 static void horizontal_avx2(const uint8_t *src, size_t src_stride, int rows
             memcpy(d + 4 * (size_t)i, &out, 4);
         }
     }
+}
+
+/* The common tap counts (a shrink by up to 3x, bilinear or bicubic) as constants. */
+AVX2 static void horizontal_avx2(const uint8_t *src, size_t src_stride, int rows, int shift,
+                                 const coeffs *c, int count, uint8_t *dst) {
+#define FL_TAPS(n) horizontal_avx2_taps(src, src_stride, rows, shift, c, count, dst, n)
+    switch (c->taps) {
+    case 2: FL_TAPS(2); break;
+    case 3: FL_TAPS(3); break;
+    case 4: FL_TAPS(4); break;
+    case 5: FL_TAPS(5); break;
+    case 6: FL_TAPS(6); break;
+    case 7: FL_TAPS(7); break;
+    case 8: FL_TAPS(8); break;
+    default: FL_TAPS(c->taps);
+    }
+#undef FL_TAPS
 }
 
 AVX2 static void vertical_row_avx2(const uint8_t *src, size_t stride, int width, int first,
