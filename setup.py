@@ -22,8 +22,8 @@ native = "src/flowloader/vision/_native"
 prefixes = jpeg_prefixes()
 kernel = Extension(
     "flowloader.vision._jpeg_kernel",
-    sources=[f"{native}/module.c", f"{native}/jpeg_kernel.c"],
-    depends=[f"{native}/jpeg_kernel.h"],
+    sources=[f"{native}/module.c", f"{native}/jpeg_kernel.c", f"{native}/read_files.c"],
+    depends=[f"{native}/jpeg_kernel.h", f"{native}/read_files.h"],
     include_dirs=[os.path.join(p, "include") for p in prefixes],
     library_dirs=[os.path.join(p, "lib") for p in prefixes],
     libraries=["jpeg"],

@@ -59,6 +59,15 @@ def available() -> bool:
     return unavailable_reason() is None
 
 
+def read_files(paths: Sequence[str], max_bytes: int) -> list[bytes | None]:
+    """The contents of the first files of ``paths`` whose sizes fit in ``max_bytes`` (at
+    least one), read with the GIL released twice in all; None for a file read here could not
+    take (missing, not a regular file, changed while read), which the caller reads itself,
+    so that its error is the one Python's own ``open`` raises."""
+    assert _kernel is not None
+    return _kernel.read_files(paths, max_bytes)
+
+
 def image_backend() -> str:
     """Which path decodes planned JPEG pipelines, and why: the native kernel (with the
     libjpeg-turbo it was built against) or Pillow."""

@@ -1,10 +1,12 @@
-/* flowloader.vision._jpeg_kernel: the Python face of jpeg_kernel.c. The GIL is released for
- * each decode (decode_into: one image; decode_batch: a batch's images, one after the other);
- * the caller's bytes and output buffer are held for its duration. */
+/* flowloader.vision._jpeg_kernel: the Python face of jpeg_kernel.c (and of read_files.c,
+ * which reads a batch's files for it). The GIL is released for each decode (decode_into: one
+ * image; decode_batch: a batch's images, one after the other); the caller's bytes and output
+ * buffer are held for its duration. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include "jpeg_kernel.h"
+#include "read_files.h"
 
 static PyObject *UnsupportedError;
 
@@ -209,6 +211,10 @@ static PyMethodDef methods[] = {
      "decode_batch(jobs, out, output, pillow_order[, mean, std, portable]) -> None or "
      "(position, error): each job (data, slot, scale, x, y, filter, hflip, vflip) decoded "
      "into its slot of out in one GIL-free pass, stopping at the first that fails."},
+    {"read_files", fl_read_files, METH_VARARGS,
+     "read_files(paths, max_bytes) -> list of bytes or None: each file's contents, read "
+     "without the GIL, for as many paths as fit in max_bytes (at least one); None where the "
+     "caller must read the file itself."},
     {NULL, NULL, 0, NULL},
 };
 

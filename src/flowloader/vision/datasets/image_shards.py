@@ -52,7 +52,9 @@ class ImageShards(PlannedImageDataset):
     def prefetch(self, shards: Sequence[int]) -> None:
         self.shards.prefetch(shards)
 
-    def _load(self, index: int, plan: Plan, rng: Any) -> tuple[Any, int]:
+    def _load(
+        self, index: int, plan: Plan, rng: Any, contents: bytes | None = None
+    ) -> tuple[Any, int]:
         sample = self.shards.raw(index)
         where = f"{sample['__url__']} (key {sample['__key__']!r})"
         try:

@@ -4,7 +4,8 @@ straight into one array."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,10 +28,18 @@ class PlannedImageDataset(VisionDataset):
     """Samples (image, int target); a subclass says how to read sample ``index`` through a
     plan's head (:meth:`_load`)."""
 
-    def _load(self, index: int, plan: Plan, rng: Any) -> tuple[Any, int]:
+    def _load(
+        self, index: int, plan: Plan, rng: Any, contents: bytes | None = None
+    ) -> tuple[Any, int]:
         """Sample ``index``'s image after ``plan``'s head, and its target; errors say which
-        sample and where it is stored."""
+        sample and where it is stored. ``contents``: its file's bytes, when
+        :meth:`_read_ahead` has read them."""
         raise NotImplementedError
+
+    def _read_ahead(self, indices: Sequence[int]) -> Iterator[bytes | None]:
+        """Each sample's file contents for :meth:`_load`, read ahead a batch at a time where
+        a subclass can; None where ``_load`` reads it itself."""
+        return itertools.repeat(None)
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         plan = plan_for(self.transform)
@@ -63,12 +72,13 @@ class PlannedImageDataset(VisionDataset):
         targets = np.empty(len(indices), dtype=np.int64)
         generators = _generators(plan, rngs)
         seeds = rngs.seeds if isinstance(rngs, SampleRngs) else None
+        contents = self._read_ahead(indices)
         try:
             for k, index in enumerate(indices):
                 rng = None if generators is None else generators[k]
                 # for code that asks flowloader.sample_rng() (made then, when rng is None)
                 with sample_context(index, rng, seeds):
-                    image, targets[k] = self._load(index, plan, rng)
+                    image, targets[k] = self._load(index, plan, rng, next(contents))
                     with stats.stage("transform"):
                         writer.add(image, rng)
             with stats.stage("transform"):
