@@ -72,6 +72,21 @@ def _as_decoded(*axes: Any) -> list[Any]:
     ]
 
 
+def _read_by_kept(axis: Any, support: float) -> Any:
+    """The pixels of ``axis`` that its kept outputs read (Pillow's filter bounds, no
+    margin), written out as they are decoded: the validation floor's job."""
+    from flowloader.vision import native
+
+    scale = (axis.in1 - axis.in0) / axis.out_size
+    reach = support * max(scale, 1.0)
+    first = axis.in0 + (axis.start + 0.5) * scale
+    last = axis.in0 + (axis.start + axis.kept - 0.5) * scale
+    lo = max(int(first - reach + 0.5), 0)
+    hi = min(int(last + reach + 0.5), axis.in_size)
+    size = hi - lo
+    return native.Axis(size, 0.0, float(size), size, 0, size, axis.origin + lo)
+
+
 def _stages(run_to: dict[str, Callable[[], None]], count: int) -> dict[str, float]:
     """ms per image of each stage, from cumulative runs (decode, + resize, + conversion)."""
     totals = {name: _best_ms(fn, count) for name, fn in run_to.items()}
@@ -238,8 +253,9 @@ def processes_ms(
 def validation_uint8(files: list[bytes], root: str) -> dict[str, float]:
     """Validation with uint8 output (Resize 256, CenterCrop 224, PILToTensor), where
     torchvision v2 comes closest: ms per image of its floor for flowloader (the rows down to
-    the crop's last entropy-decoded, and the crop's region decoded at the scale the kernel
-    plans, written out as it is: no resize), the kernel's whole job, the DataLoader in one
+    the crop's last entropy-decoded, and the pixels the crop's outputs read decoded at the
+    scale the kernel plans, written out as they are: no resize, no margin), the kernel's
+    whole job, the DataLoader in one
     process (CPU per sample), and torchvision v2 (``decode_jpeg`` of the whole file, then
     ``Resize(256)`` and ``CenterCrop(224)`` on the uint8 tensor) when it is installed."""
     from flowloader.vision import native, transforms
@@ -257,7 +273,7 @@ def validation_uint8(files: list[bytes], root: str) -> dict[str, float]:
     for data in files:
         job = plan.geometry.native_job(data, None, None, None)
         assert job is not None
-        region = _as_decoded(job.x, job.y)
+        region = [_read_by_kept(axis, 1.0) for axis in (job.x, job.y)]  # bilinear
         out = np.empty((3, region[1].in_size, region[0].in_size), np.uint8)
         floors.append((native.NativeJpeg(data, job.scale, *region, 2, None, None), out))
         jobs.append(job)
@@ -441,8 +457,8 @@ def table(records: list[dict]) -> str:
         if "floor" in r:  # validation with uint8 output (none where the kernel is not built)
             floor, loader, inner = r["floor"], r["loader"], r["loader's kernel"]
             line = (
-                f"\nValidation, uint8 output: the floor (the centre crop's rows at the kernel's "
-                f"scale, no resize) {floor:.2f} ms; the kernel {r['kernel']:.2f} ms "
+                f"\nValidation, uint8 output: the floor (the pixels the centre crop reads, at the "
+                f"kernel's scale, no resize) {floor:.2f} ms; the kernel {r['kernel']:.2f} ms "
                 f"({r['kernel'] / floor:.2f}x); the loader in one process {loader:.2f} ms "
                 f"({loader / floor:.2f}x the floor, {loader / inner:.2f}x its kernel calls)"
             )
