@@ -255,9 +255,9 @@ def validation_uint8(files: list[bytes], root: str) -> dict[str, float]:
     torchvision v2 comes closest: ms per image of its floor for flowloader (the rows down to
     the crop's last entropy-decoded, and the pixels the crop's outputs read decoded at the
     scale the kernel plans, written out as they are: no resize, no margin), the kernel's
-    whole job, the DataLoader in one
-    process (CPU per sample), and torchvision v2 (``decode_jpeg`` of the whole file, then
-    ``Resize(256)`` and ``CenterCrop(224)`` on the uint8 tensor) when it is installed."""
+    whole job, the DataLoader in one process (CPU per sample), and torchvision v2
+    (``decode_jpeg`` of the whole file, then ``Resize(256)`` and ``CenterCrop(224)`` on the
+    uint8 tensor) when it is installed."""
     from flowloader.vision import native, transforms
     from flowloader.vision.plan import plan_for
 

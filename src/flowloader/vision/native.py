@@ -61,9 +61,9 @@ def available() -> bool:
 
 def read_files(paths: Sequence[str], max_bytes: int) -> list[bytes | None]:
     """The contents of the first files of ``paths`` whose sizes fit in ``max_bytes`` (at
-    least one), read with the GIL released twice in all; None for a file read here could not
-    take (missing, not a regular file, changed while read), which the caller reads itself,
-    so that its error is the one Python's own ``open`` raises."""
+    least one), read with the GIL released twice in all. None for a file it could not read
+    (missing, not a regular file, changed while read): the caller reads that one itself, so
+    that its error is the one Python's own ``open`` raises."""
     assert _kernel is not None
     return _kernel.read_files(paths, max_bytes)
 

@@ -171,11 +171,11 @@ typedef struct {
     int *bounds;  /* per kept output pixel: first input pixel, tap count */
     int32_t *k;   /* per kept output pixel: ksize fixed-point weights */
     int lo, hi;   /* input pixels [lo, hi) read by the kept outputs */
-    /* The horizontal pass's layout: every kept output reads the same number of taps (the
-     * most any reads), from `start`, its weights shifted to match and the rest zero, each
-     * repeated for the 4 lanes of an RGBX pixel. The extra taps add zero, so the sums are
-     * the same integers; a tap count that varies from pixel to pixel would cost a
-     * mispredicted branch on most of them. */
+    /* The horizontal pass's layout (x axis only, made by pad_taps): every kept output
+     * reads the same number of taps (the most any reads), from `start`, its weights shifted
+     * to match and the rest zero, each repeated for the 4 lanes of an RGBX pixel. The extra
+     * taps add zero, so the sums are the same integers; a tap count that varies from pixel
+     * to pixel would cost a mispredicted branch on most of them. */
     int taps;
     int *start;
     int32_t *k4;
@@ -206,7 +206,9 @@ static void free_coeffs(coeffs *c) {
     c->k4 = NULL;
 }
 
-/* The horizontal pass's layout (see coeffs). Each output's window of `taps` pixels starts
+/* The horizontal pass's layout (see coeffs), made for the x axis only: the vertical pass
+ * reads `bounds` and `k`, a row at a time, where a tap count that varies costs nothing per
+ * pixel. Each output's window of `taps` pixels starts
  * at its first input pixel, or earlier where that window would pass `hi`; it never starts
  * before `lo`, since the output that reads the most taps lies within [lo, hi). */
 static int pad_taps(coeffs *c, int count) {
@@ -296,7 +298,7 @@ static int make_coeffs(const fl_axis *a, int filter, coeffs *c) {
         c->lo = 0;
         c->hi = 1;
     }
-    return pad_taps(c, a->out_count) ? FL_OK : FL_NO_MEMORY;
+    return FL_OK;
 }
 
 static inline uint8_t clip8(int32_t v) {
@@ -750,7 +752,8 @@ static int run(job *j, const unsigned char *data, size_t size, const fl_request 
         set_error(error, error_size, "the geometry does not fit the decoded image");
         return FL_BAD_REQUEST;
     }
-    if (make_coeffs(&r->x, r->filter, &j->cx) || make_coeffs(&r->y, r->filter, &j->cy)) {
+    if (make_coeffs(&r->x, r->filter, &j->cx) || make_coeffs(&r->y, r->filter, &j->cy) ||
+        !pad_taps(&j->cx, r->x.out_count)) {
         set_error(error, error_size, "out of memory");
         return FL_NO_MEMORY;
     }

@@ -226,8 +226,8 @@ class DatasetFolder(PlannedImageDataset):
     def _read_ahead(self, indices: Sequence[int]) -> Iterator[bytes | None]:
         """With the default loader and the native kernel, a batch's files read by
         :func:`native.read_files`, up to READ_AHEAD_BYTES at a time: a thread worker gives
-        up the GIL twice per batch for them, not once per open, read and close. A file read
-        there could not take is None, and :meth:`_load` reads it (and raises its error)."""
+        up the GIL twice per batch for them, not once per open, read and close. A file it
+        could not read is None, and :meth:`_load` reads it (and raises its error)."""
         if self.loader is not default_loader or not native.available():
             return super()._read_ahead(indices)
         return _read_in_chunks([self._table[index][0] for index in indices])
