@@ -1,7 +1,8 @@
-"""The optional native JPEG kernel (flowloader.vision._jpeg_kernel), built against the system's
-libjpeg-turbo. Everything else is in pyproject.toml. Where the kernel cannot be built (no
-compiler, no libjpeg headers) the install still succeeds and the Pillow path runs;
-``flowloader.vision.image_backend()`` says which path runs and why."""
+"""The optional native kernels: the JPEG kernel (flowloader.vision._jpeg_kernel), built
+against the system's libjpeg-turbo, and the keyed permutation (flowloader._index_kernel).
+Everything else is in pyproject.toml. Where a kernel cannot be built (no compiler, no libjpeg
+headers) the install still succeeds and the Pillow or NumPy path runs;
+``flowloader.vision.image_backend()`` says which image path runs and why."""
 
 import os
 import sys
@@ -32,4 +33,14 @@ kernel = Extension(
     optional=os.environ.get("FLOWLOADER_REQUIRE_NATIVE") != "1",
 )
 
-setup(ext_modules=[kernel])
+# The keyed permutation of flowloader.permutation (no library needed); the NumPy path gives
+# the same values where it cannot be built.
+index_kernel = Extension(
+    "flowloader._index_kernel",
+    sources=["src/flowloader/_native/index_module.c", "src/flowloader/_native/permute.c"],
+    depends=["src/flowloader/_native/permute.h"],
+    extra_compile_args=["-O3", "-std=gnu11", "-fvisibility=hidden"],
+    optional=os.environ.get("FLOWLOADER_REQUIRE_NATIVE") != "1",
+)
+
+setup(ext_modules=[kernel, index_kernel])

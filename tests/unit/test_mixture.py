@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 import flowloader as fl
 from flowloader.mixture.interleave import UNITS, Interleave
-from flowloader.mixture.permutation import epoch_keys, name_hash, permute
 from flowloader.mixture.schedule import to_units
 
 DERANDOMIZED = settings(
@@ -80,17 +79,6 @@ def test_units_sum_exactly_and_keep_tiny_weights() -> None:
     units = to_units([0.5, 0.5 - 1e-12, 1e-12, 0.0])
     assert sum(units) == UNITS
     assert units[2:] == (1, 0)
-
-
-@pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 1000, 4099])
-def test_each_pass_over_a_source_is_a_permutation_and_each_pass_another(n: int) -> None:
-    keys = epoch_keys(5, np.full(2, name_hash("web"), np.uint64), np.array([0, 1]))
-    first = permute(np.arange(n), np.full(n, n), np.full(n, keys[0]))
-    second = permute(np.arange(n), np.full(n, n), np.full(n, keys[1]))
-    assert sorted(first.tolist()) == list(range(n))
-    assert sorted(second.tolist()) == list(range(n))
-    if n > 6:
-        assert first.tolist() != second.tolist()
 
 
 @pytest.mark.parametrize("shuffle", [True, False])

@@ -3,9 +3,12 @@
 Stage k covers the positions from its start to the next stage's; within it, the stage's
 Interleave says which source takes each position and how many that source took before it in
 the stage. Adding what each source had drawn when the stage began gives the source's draw
-number d; its epoch is ``d // len(source)`` and the sample ``d % len(source)`` of that epoch,
-through the epoch's permutation when shuffling. Nothing is stored per sample: a plan holds one
-tree per stage and the sources' draw counts at each stage's start.
+number d. Each epoch of the mixture continues every source's draws where the one before
+stopped (epoch e adds e times what one epoch draws of the source), so a big source moves on
+and a small one starts a new pass. Draw d is pass ``d // len(source)``, sample
+``d % len(source)`` of that pass, through the pass's keyed permutation when shuffling.
+Nothing is stored per sample: a plan holds one tree per stage and the sources' draw counts at
+each stage's start.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..permutation import name_hash, pass_keys, permute
 from .interleave import Interleave
-from .permutation import epoch_keys, name_hash, permute
 from .schedule import Stage
 
 STOPPING = ("first_exhausted", "all_exhausted", "never")
@@ -49,6 +52,8 @@ class MixturePlan:
             ):
                 self.drawn[k, s] += count
         self.length = self._length(stopping, num_samples)
+        # each source's draws in one epoch: where epoch e begins
+        self.per_epoch = self.counts(self.length)
 
     # -- how long the mixture is ------------------------------------------------------------
 
@@ -114,14 +119,16 @@ class MixturePlan:
             draws[at] = rank + self.drawn[k, s]
         return sources, draws
 
-    def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(source, index in that source) for each position (in range)."""
+    def locate(self, positions: np.ndarray, epoch: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """(source, index in that source) for each position (in range) in epoch ``epoch``."""
         sources, draws = self.draws(positions)
+        if epoch:
+            draws += epoch * self.per_epoch[sources]
         lengths = np.asarray(self.lengths, dtype=np.int64)[sources]
-        epochs, within = np.divmod(draws, lengths)
+        passes, within = np.divmod(draws, lengths)
         if not self.shuffle:
             return sources, within
-        keys = epoch_keys(self.seed, self._name_hashes[sources], epochs)
+        keys = pass_keys(self.seed, self._name_hashes[sources], passes)
         return sources, permute(within, lengths, keys)
 
     def counts(self, n: int) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 from ..batching import fetch_many
 from ..dataset import Dataset
 from ..mixture import Mixture
-from ..mixture.permutation import epoch_keys, name_hash, permute
+from ..permutation import name_hash, pass_keys, permute
 from .packing import LONG_DOCS, METHODS, BlockPlan, plan_block
 
 # Block plans kept per process.
@@ -107,12 +107,8 @@ class Packed(Dataset[dict[str, np.ndarray]]):
         if not self.shuffle:
             return places
         n = len(self.lengths)
-        keys = epoch_keys(
-            self.seed,
-            np.full(len(places), name_hash("packed"), np.uint64),
-            np.full(len(places), self.epoch, np.int64),
-        )
-        return permute(places, np.full(len(places), n, np.int64), keys)
+        keys = pass_keys(self.seed, np.array([name_hash("packed")], np.uint64), [self.epoch])
+        return permute(places, np.full(len(places), n, np.int64), np.repeat(keys, len(places)))
 
     def _count_rows(self) -> None:
         counts = [self._plan(b, keep=False).num_rows for b in range(self.num_blocks)]
