@@ -6,12 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from . import order
 from ._plan import LoadPlan
 from ._seed import generator_state, restore_generator
-from .distributed import DistributedSampler
-from .mixture import Mixture
-from .mixture.dataset import resume_differences
-from .sampler import SequentialSampler
 
 __all__ = [
     "STATE_VERSION",
@@ -22,7 +19,8 @@ __all__ = [
     "restore_generator",
 ]
 
-STATE_VERSION = 1
+# 2: the epoch is the loader's, handed to sampler and dataset; "order" says what was read
+STATE_VERSION = 2
 
 
 def sampler_state(sampler: Any) -> Any:
@@ -60,26 +58,6 @@ def regroups(plan: LoadPlan) -> bool:
     return callable(getattr(inner, "restart_after", None))
 
 
-def read_prefix(plan: LoadPlan, state: dict[str, Any]) -> int | None:
-    """For a sampler that reads the dataset's positions in order (SequentialSampler,
-    DistributedSampler without shuffle, MixtureBatchSampler): how many of the first positions
-    the epoch of ``state`` may have read (everything it read lies below). None for any other
-    sampler: a shuffled order has read positions everywhere, and depends on the length."""
-    length = len(plan.dataset)
-    inner, _ = _unbatched(plan.index_sampler)
-    read = state["batches_yielded"] * saved_batch_size(state)
-    positions_read = getattr(inner, "positions_read", None)  # MixtureBatchSampler
-    if callable(positions_read):
-        return min(positions_read(read), length)
-    if isinstance(inner, SequentialSampler):
-        return min(read, length)
-    if isinstance(inner, DistributedSampler) and not inner.shuffle:
-        saved = state.get("sampler") or {}
-        replicas = int(saved.get("num_replicas", inner.num_replicas))
-        return min(int(saved.get("start", 0)) + read * replicas, length)
-    return None
-
-
 def fingerprint(plan: LoadPlan) -> dict[str, Any]:
     """What a state must agree on to be resumed (num_workers may differ)."""
     try:
@@ -100,21 +78,21 @@ def fingerprint(plan: LoadPlan) -> dict[str, Any]:
 
 
 def check_resumable(state: dict[str, Any], plan: LoadPlan) -> None:
-    """Refuse, with a clear ValueError, a state this loader cannot continue."""
+    """Refuse, with a clear ValueError, a state this loader cannot continue: another sampler
+    or batch size, or a change in what was already read (flowloader.order's contract)."""
     if not isinstance(state, dict) or state.get("format") != "flowloader.DataLoader":
         raise ValueError("not a flowloader DataLoader state (expected DataLoader.state_dict())")
     if state.get("version") != STATE_VERSION:
         raise ValueError(
-            f"DataLoader state version {state.get('version')} is not supported "
-            f"(this flowloader reads version {STATE_VERSION})"
+            f"DataLoader state version {state.get('version')} is not supported: this "
+            f"flowloader reads version {STATE_VERSION}, which records what was read in a way "
+            "the older one did not; resuming it would not be exact (start the epoch afresh, "
+            "or finish it with the flowloader that saved it)"
         )
     current = fingerprint(plan)
-    mixture = plan.dataset if isinstance(plan.dataset, Mixture) else None
-    prefix = read_prefix(plan, state) if mixture is not None else None
-    if prefix is not None:
-        # a Mixture reweighted from the resume point on may change length: what was read is a
-        # prefix, which the Mixture checks itself
-        del current["dataset_length"]
+    described = not plan.iterable and order.order_state(plan.dataset) is not None
+    if described:
+        del current["dataset_length"]  # the dataset checks what was read of it itself
     if regroups(plan) and plan.batch_size is not None and state["fingerprint"].get("batch_size"):
         del current["batch_size"]  # the sampler regroups what is left into this batch size
     differences = [
@@ -122,9 +100,14 @@ def check_resumable(state: dict[str, Any], plan: LoadPlan) -> None:
         for key, value in current.items()
         if state["fingerprint"].get(key) != value
     ]
-    if mixture is not None and state.get("dataset") is not None:
-        read = len(plan.dataset) if prefix is None else prefix
-        differences += resume_differences(mixture, state["dataset"], read)
+    saved_order = state.get("order") or {}
+    if not differences and not plan.iterable:
+        epoch = int(state["epoch"])
+        sampler_read = saved_order.get("sampler") or {"prefix": None}
+        differences += order.order_changes(plan.index_sampler, sampler_read, epoch)
+        if described:
+            read = order.Read(epoch, sampler_read.get("prefix"))
+            differences += order.order_changes(plan.dataset, saved_order.get("dataset"), read)
     if differences:
         raise ValueError(
             "this DataLoader state does not fit this loader: " + "; ".join(differences)
@@ -148,7 +131,9 @@ def build(
     sampler: Any,
     num_workers: int,
 ) -> dict[str, Any]:
-    return {
+    """The state of epoch ``epoch`` after ``batches_yielded`` batches; ``sampler`` is the index
+    sampler's state at the epoch's start. "order" says what was read (flowloader.order)."""
+    state = {
         "format": "flowloader.DataLoader",
         "version": STATE_VERSION,
         "epoch": epoch,
@@ -158,6 +143,12 @@ def build(
         "num_workers": num_workers,
         "fingerprint": fingerprint(plan),
     }
+    if not plan.iterable:
+        state["order"] = {
+            "sampler": order.read_state(plan.index_sampler, sampler, batches_yielded),
+            "dataset": order.order_state(plan.dataset),
+        }
+    return state
 
 
 @dataclass
@@ -188,16 +179,13 @@ class Position:
             sampler=self.sampler,
             num_workers=plan.num_workers,
         )
-        state["dataset"] = _dataset_state(plan)
+        state["dataset"] = _stream_state(plan)
         return state
 
 
-def _dataset_state(plan: LoadPlan) -> Any:
-    """A Mixture's description (what a resumed one must agree with), or an iterable
-    dataset's own state where the loader iterates the very object (in-process); workers
-    iterate copies whose position the main process cannot ask."""
-    if isinstance(plan.dataset, Mixture):
-        return plan.dataset.state_dict()
+def _stream_state(plan: LoadPlan) -> Any:
+    """An iterable dataset's own state where the loader iterates the very object
+    (in-process); workers iterate copies whose position the main process cannot ask."""
     state_dict = getattr(plan.dataset, "state_dict", None)
     if plan.iterable and plan.num_workers == 0 and callable(state_dict):
         return state_dict()

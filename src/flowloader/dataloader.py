@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
-from . import _plan, _state
+from . import _plan, _state, order
 from ._iter.iterator import DataLoaderIterator
 from ._warn import warn_at_user
 from .dataset import Dataset
@@ -122,6 +122,7 @@ class DataLoader(Generic[T_co]):
         self._IterableDataset_len_called: int | None = None
         self._iterator: Any = None
         self._epochs_started = 0
+        self._handed_epoch: int | None = None  # the epoch last handed to sampler and dataset
         # The latest epoch's position, kept after its iterator is gone (see state_dict).
         self._last_position: _state.Position | None = None
         self._resume: dict[str, Any] | None = None
@@ -162,11 +163,34 @@ class DataLoader(Generic[T_co]):
         return _plan.LoadPlan(**values)
 
     def _next_epoch(self) -> tuple[int, dict[str, Any] | None]:
-        """The number of the epoch about to start, and the state to resume it from, if any."""
+        """The number of the epoch about to start, handed to the sampler and the dataset (the
+        workers get it with each task), and the state to resume it from, if any. The number
+        is a resumed state's; else one given to the sampler's or the dataset's ``set_epoch``
+        since the last epoch began (as PyTorch users call it); else the one after the last."""
         resume, self._resume = self._resume, None
-        epoch = resume["epoch"] if resume is not None else self._epochs_started
+        epoch = int(resume["epoch"]) if resume is not None else self._asked_epoch()
         self._epochs_started = epoch + 1
+        order.hand_epoch(self._index_sampler, epoch)
+        order.hand_epoch(self.dataset, epoch)
+        self._handed_epoch = epoch
         return epoch, resume
+
+    def _asked_epoch(self) -> int:
+        """An epoch set on the sampler or the dataset since this loader last handed one out,
+        else the next of its own count."""
+        handed = 0 if self._handed_epoch is None else self._handed_epoch
+        held = {
+            "sampler": order.epoch_of(self._index_sampler),
+            "dataset": order.epoch_of(self.dataset),
+        }
+        asked = {who: epoch for who, epoch in held.items() if epoch is not None and epoch != handed}
+        if len(set(asked.values())) > 1:
+            raise ValueError(
+                f"set_epoch gave the sampler epoch {asked['sampler']} and the dataset epoch "
+                f"{asked['dataset']}: give both the same epoch, or neither (the DataLoader "
+                "counts epochs and hands each to both)"
+            )
+        return next(iter(asked.values()), self._epochs_started)
 
     def _get_iterator(self) -> DataLoaderIterator:
         plan = self._plan_snapshot()
@@ -218,10 +242,19 @@ class DataLoader(Generic[T_co]):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (from ``state_dict()``) at the next ``iter(loader)``.
 
-        Raises ValueError for a state that does not fit: another dataset length, sampler,
-        batch size, drop_last, or state format.
+        Raises ValueError for a state that does not fit: another sampler, batch size,
+        drop_last or state format, or a dataset that changed where the state has read it
+        (docs/design/resume.md says what a resume may change).
         """
-        _state.check_resumable(state, self._plan_snapshot())
+        before = order.epoch_of(self.dataset)
+        if isinstance(state, dict) and isinstance(state.get("epoch"), int):
+            order.hand_epoch(self.dataset, state["epoch"])  # its items as in the saved epoch
+        try:
+            _state.check_resumable(state, self._plan_snapshot())
+        except Exception:
+            if before is not None:
+                order.hand_epoch(self.dataset, before)
+            raise
         self._resume = copy.deepcopy(state)
 
     def __len__(self) -> int:

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import bisect
+import hashlib
 import itertools
 import math
 import typing
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+
 from . import _seed
 from ._compat import torch as _torch
 from ._warn import warn_at_user
 from .batching import Allocate, fetch_many, load_one_by_one, overrides_getitem
+from .order import Read, epoch_of, hand_epoch, order_changes, order_state
 from .randomness import SampleRngs
 
 T_co = TypeVar("T_co", covariant=True)
@@ -155,6 +159,50 @@ class ConcatDataset(Dataset[T_co]):
     def __len__(self) -> int:
         return self.cumulative_sizes[-1]
 
+    # -- flowloader.order's contract, passed through to the parts --------------------------
+
+    @property
+    def epoch(self) -> int | None:
+        return next((e for e in map(epoch_of, self.datasets) if e is not None), None)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Hand ``epoch`` to every part that takes one (a part's length may follow it)."""
+        for d in self.datasets:
+            hand_epoch(d, epoch)
+        self.cumulative_sizes = self.cumsum(self.datasets)
+
+    def order_state(self) -> dict[str, Any] | None:
+        parts = [order_state(d) for d in self.datasets]
+        if all(part is None for part in parts):
+            return None
+        return {"format": "flowloader.ConcatDataset", "lengths": _lengths(self), "parts": parts}
+
+    def order_changes(self, saved: dict[str, Any], read: Read) -> list[str]:
+        """Each part over the positions ``read`` covers of it: the parts wholly read keep
+        their lengths (the ones after would shift), the part the prefix ends in is checked
+        up to it (its own check, or its length), and the parts after it for what earlier
+        epochs read of them."""
+        if not isinstance(saved, dict) or saved.get("format") != "flowloader.ConcatDataset":
+            return ["the state does not describe a ConcatDataset"]
+        lengths = _lengths(self)
+        if len(saved["lengths"]) != len(lengths):
+            return [f"ConcatDataset had {len(saved['lengths'])} parts, now {len(lengths)}"]
+        differences = []
+        start = 0
+        parts = zip(self.datasets, saved["lengths"], lengths, strict=True)
+        for k, (d, old, new) in enumerate(parts):
+            # a part after the prefix read none of this epoch (earlier epochs may matter)
+            within = None if read.prefix is None else max(read.prefix - start, 0)
+            describes = order_state(d) is not None
+            touched = within is None or within > 0
+            if touched and (not describes or within is None or within > old) and old != new:
+                differences.append(f"ConcatDataset part {k} had {old} samples, now {new}")
+            if describes:
+                found = order_changes(d, saved["parts"][k], read.at(within))
+                differences += [f"ConcatDataset part {k}: {one}" for one in found]
+            start += old
+        return differences
+
     def __getitem__(self, idx: int) -> T_co:
         length = len(self)
         if idx < 0:
@@ -225,6 +273,45 @@ class Subset(Dataset[T_co]):
 
     def __len__(self) -> int:
         return len(self.indices)
+
+    # -- flowloader.order's contract, passed through to the wrapped dataset ----------------
+
+    @property
+    def epoch(self) -> int | None:
+        return epoch_of(self.dataset)
+
+    def set_epoch(self, epoch: int) -> None:
+        hand_epoch(self.dataset, epoch)
+
+    def order_state(self) -> dict[str, Any] | None:
+        inner = order_state(self.dataset)
+        if inner is None:
+            return None
+        return {"format": "flowloader.Subset", "indices": _digest(self.indices), "dataset": inner}
+
+    def order_changes(self, saved: dict[str, Any], read: Read) -> list[str]:
+        """The indices must be the same; the wrapped dataset is checked below the largest
+        index read (all of it when any position may have been read)."""
+        if not isinstance(saved, dict) or saved.get("format") != "flowloader.Subset":
+            return ["the state does not describe a Subset"]
+        if saved["indices"] != _digest(self.indices):
+            return ["the Subset's indices changed"]
+        inner = None
+        if read.prefix is not None:
+            taken = np.asarray(self.indices[: read.prefix], dtype=np.int64)
+            inner = int(taken.max()) + 1 if taken.size else 0
+        found = order_changes(self.dataset, saved["dataset"], read.at(inner))
+        return [f"Subset's dataset: {difference}" for difference in found]
+
+
+def _lengths(concat: ConcatDataset[Any]) -> list[int]:
+    return [len(d) for d in concat.datasets]  # type: ignore[arg-type]
+
+
+def _digest(indices: Sequence[int]) -> str:
+    """A short fingerprint of a list of indices (a checkpoint holds it, not the list)."""
+    data = np.asarray(indices, dtype=np.int64).tobytes()
+    return f"{len(indices)}:{hashlib.blake2b(data, digest_size=12).hexdigest()}"
 
 
 def split_lengths(total: int, lengths: Sequence[int | float]) -> list[int]:

@@ -82,15 +82,28 @@ class DistributedSampler(Sampler[int]):
         self.rank = rank
         self.epoch = 0
         self.drop_last = drop_last
-        self._size = len(dataset)
         self.shuffle = shuffle
         self.seed = seed
         # Where in the epoch's order the next pass begins: 0 but for a resume on a different
         # world size (see restart_after); set_epoch starts a new epoch from the beginning.
         self.start = 0
         self._saved_replicas = num_replicas
-        self.num_samples = self._pass_length(0)
-        self.total_size = self.num_samples * num_replicas
+
+    @property
+    def _size(self) -> int:
+        """The dataset's length now: a dataset whose length follows the epoch (packed rows)
+        is dealt out at its length in each epoch."""
+        return len(self.dataset)
+
+    @property
+    def num_samples(self) -> int:
+        """Samples per rank in a whole epoch (PyTorch's attribute)."""
+        return self._pass_length(0)
+
+    @property
+    def total_size(self) -> int:
+        """Samples of all ranks in a whole epoch, padding included (PyTorch's attribute)."""
+        return self.num_samples * self.num_replicas
 
     def __iter__(self) -> Iterator[int]:
         indices = self._pass_indices(self.start)
@@ -101,12 +114,6 @@ class DistributedSampler(Sampler[int]):
         """Every rank's indices for a pass that begins ``start`` places into the epoch's order,
         interleaved (rank r takes every num_replicas-th from r). The order is extended by
         repeating its start, so that with ``start=0`` this is PyTorch's padding rule exactly."""
-        size = len(self.dataset)
-        if size != self._size:
-            raise AssertionError(
-                f"DistributedSampler was built for {self._size} samples but the dataset now has "
-                f"{size}; did the dataset change length?"
-            )
         order = self._epoch_order()
         count = self._pass_length(start) * self.num_replicas
         return np.resize(order, start + count)[start:] if count else order[:0]
@@ -157,9 +164,20 @@ class DistributedSampler(Sampler[int]):
         return True
 
     def set_epoch(self, epoch: int) -> None:
-        """Set the epoch; with ``shuffle=True`` each epoch gives every rank a new order."""
+        """Set the epoch; with ``shuffle=True`` each epoch gives every rank a new order. The
+        DataLoader calls it with its own epoch; calling it yourself, as with PyTorch, works
+        too (the loader takes your number)."""
         self.epoch = epoch
         self.start = 0
+
+    def read_state(self, state: dict[str, Any], taken: int) -> dict[str, Any]:
+        """flowloader.order's contract: unshuffled, every rank's first ``taken`` samples after
+        the pass's start are the positions below ``start + taken * num_replicas``."""
+        if self.shuffle:
+            return {"prefix": None}
+        start = int(state.get("start", 0)) if state else 0
+        replicas = int(state.get("num_replicas", self.num_replicas)) if state else 1
+        return {"prefix": start + taken * replicas}
 
 
 def splits_by_rank(sampler: Any) -> bool:

@@ -24,12 +24,15 @@ distinct, the first element uniform, and position and value uncorrelated.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
+from typing import Any
 
 import numpy as np
 
+_kernel: Any
 try:
-    from . import _index_kernel as _kernel  # type: ignore[attr-defined]
+    _kernel = importlib.import_module(f"{__package__}._index_kernel")
 except ImportError:  # not built (no compiler): the NumPy path gives the same values
     _kernel = None
 

@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from . import _seed
+from .order import order_changes, read_state
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -68,6 +69,10 @@ class SequentialSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return len(self.data_source)
+
+    def read_state(self, state: Any, taken: int) -> dict[str, Any]:
+        """The first ``taken`` positions (flowloader.order's contract)."""
+        return {"prefix": taken}
 
 
 class RandomSampler(_DrawingSampler):
@@ -244,6 +249,15 @@ class BatchSampler(Sampler[list[int]]):
         restore = getattr(self.sampler, "load_state_dict", None)
         if state is not None and callable(restore):
             restore(state)
+
+    # flowloader.order's contract, through the wrapped sampler (a short last batch counts
+    # whole: what lay past the end then must not be there now)
+
+    def read_state(self, state: Any, taken: int) -> dict[str, Any]:
+        return read_state(self.sampler, state, taken * self.batch_size)
+
+    def order_changes(self, saved: dict[str, Any], epoch: int) -> list[str]:
+        return order_changes(self.sampler, saved, epoch)
 
 
 class _InfiniteConstantSampler(Sampler[None]):

@@ -46,6 +46,7 @@ class Task(Wire):
     indices: Any
     releases: tuple[str, ...] = ()
     epoch_seed: int | None = None  # every sample's generator derives from it (SampleSeeds)
+    epoch: int = 0  # the loader's epoch: the worker hands it to its dataset copy
 
 
 @dataclass(slots=True)

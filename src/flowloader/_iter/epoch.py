@@ -20,7 +20,6 @@ from .._plan import LoadPlan
 from .._skip import SkipLedger
 from .._warn import warn_at_user
 from ..errors import LoaderTimeoutError, WorkerCrashedError
-from ..mixture import Mixture
 from .dispatcher import Dispatcher
 from .events import Assignment, Emptied, Event, Failed, Loaded, Restart, StreamEnded, WorkerDied
 from .reorder import ReorderBuffer
@@ -83,6 +82,7 @@ class Epoch:
         worker_cpu: dict[int, float] | None = None,
     ) -> None:
         self.plan = plan
+        self.number = number
         self.length_hint = length_hint
         self.max_restarts = max_restarts
         self.restarts = 0
@@ -114,8 +114,8 @@ class Epoch:
         self._ledger = SkipLedger(plan.max_skipped) if plan.skip_errors else None
         if self._ledger is not None:
             self.stats.skipped = self._ledger.skipped
-        # Per-source counts of a Mixture's samples handed out (stats().sources).
-        self._sources = SourceCounts(plan.dataset) if isinstance(plan.dataset, Mixture) else None
+        # Per-source counts of a mixture's samples handed out (stats().sources).
+        self._sources = SourceCounts.of(plan.dataset)
         self._worker_cpu = worker_cpu if worker_cpu is not None else {}
         self._cpu_at_start = dict(self._worker_cpu)
         self._started_at = time.perf_counter()
@@ -170,7 +170,7 @@ class Epoch:
             if indices is _END:
                 break
             task_id = dispatcher.assign(worker, indices)
-            sent.append(Assignment(worker, task_id, indices, self.base_seed))
+            sent.append(Assignment(worker, task_id, indices, self.base_seed, self.number))
         return sent
 
     def idle(self) -> bool:
@@ -230,7 +230,7 @@ class Epoch:
         self.restarts += 1
         self.stats.worker_restarts = self.restarts
         self._retries.extend(
-            Assignment(event.worker_id, task_id, indices, self.base_seed)
+            Assignment(event.worker_id, task_id, indices, self.base_seed, self.number)
             for task_id, indices in lost
         )
         return (

@@ -28,12 +28,14 @@ from .._ipc import messages
 @dataclass(slots=True)
 class Assignment:
     """Load the batch at ``indices`` (an index, a list of them, or a stream placeholder) on
-    worker ``worker_id``; ``epoch_seed`` seeds every sample's generator (SampleSeeds)."""
+    worker ``worker_id``; ``epoch_seed`` seeds every sample's generator (SampleSeeds), and
+    ``epoch`` is the loader's epoch, which the worker hands its dataset copy."""
 
     worker_id: int
     task_id: int
     indices: Any
     epoch_seed: int
+    epoch: int = 0
 
 
 @dataclass(slots=True)

@@ -33,7 +33,7 @@ class ProcessTransport:
         for a in assignments:
             releases = ledger.releases_for(a.worker_id)
             # a Task as it travels (messages.Task.on_wire): its fields in order
-            task = (self._generation, a.task_id, a.indices, releases, a.epoch_seed)
+            task = (self._generation, a.task_id, a.indices, releases, a.epoch_seed, a.epoch)
             group.send(a.worker_id, task)
 
     def receive(self, timeout: float | None) -> list[Event]:

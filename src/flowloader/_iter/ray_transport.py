@@ -166,7 +166,9 @@ class RayTransport:
 
     def send(self, assignments: list[Assignment]) -> None:
         for a in assignments:
-            task = messages.Task(self._generation, a.task_id, a.indices, epoch_seed=a.epoch_seed)
+            task = messages.Task(
+                self._generation, a.task_id, a.indices, epoch_seed=a.epoch_seed, epoch=a.epoch
+            )
             ref = self._actors[a.worker_id].run.remote(task)
             self._calls[ref] = _Call(a.worker_id, self._generation, "task", a.task_id)
 

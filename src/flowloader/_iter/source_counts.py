@@ -1,5 +1,6 @@
-"""How many samples each source of a Mixture has given the consumer this epoch
-(``iterator.stats().sources``), counted from the indices of the batches handed out.
+"""How many samples each source of a mixture has given the consumer this epoch
+(``iterator.stats().sources``), for any dataset with ``names`` and ``sources_of``, counted
+from the indices of the batches handed out.
 
 The indices wait until the counts are read (or until enough of them wait), and are then
 located all at once: locating is vectorised, so this costs the main process little per batch.
@@ -16,6 +17,15 @@ FOLD_EVERY = 64
 
 
 class SourceCounts:
+    @classmethod
+    def of(cls, dataset: Any) -> SourceCounts | None:
+        """Counts for a dataset that names a source per position (a Mixture: ``names`` and
+        ``sources_of``), None for any other."""
+        names = getattr(dataset, "names", None)
+        if isinstance(names, tuple) and callable(getattr(dataset, "sources_of", None)):
+            return cls(dataset)
+        return None
+
     def __init__(self, mixture: Any) -> None:
         self._mixture = mixture
         self._totals = np.zeros(len(mixture.names), dtype=np.int64)

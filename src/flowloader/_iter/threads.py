@@ -59,7 +59,9 @@ class ThreadTransport:
 
     def send(self, assignments: list[Assignment]) -> None:
         for a in assignments:
-            task = messages.Task(self._generation, a.task_id, a.indices, epoch_seed=a.epoch_seed)
+            task = messages.Task(
+                self._generation, a.task_id, a.indices, epoch_seed=a.epoch_seed, epoch=a.epoch
+            )
             self._tasks[a.worker_id].put(task)
 
     def receive(self, timeout: float | None) -> list[Event]:

@@ -19,6 +19,7 @@ from .. import stats
 from .._fetch import EmptyBatch, make_fetcher, stop_in_map_style
 from .._ipc import messages
 from .._ipc.remote_error import RemoteError
+from ..order import hand_epoch
 from ..randomness import SampleSeeds
 
 # Stage readings ride on a Result once they cover this much work (not on every cheap batch).
@@ -56,6 +57,7 @@ class WorkerBody:
         self.init_error: BaseException | None = None
         self.stream_error: BaseException | None = None
         self.fetcher: Any = None
+        self.epoch: int | None = None  # the epoch last handed to this worker's dataset
 
     def start(self) -> None:
         """Run ``worker_init_fn`` (its error fails every task) and start the stream."""
@@ -113,6 +115,8 @@ class WorkerBody:
         reply: Any = None  # instead of a batch (a batch itself may be None, batch_size=None)
         worker_id = self.config.worker_id
         try:
+            if task.epoch != self.epoch:
+                self._hand_epoch(task.epoch)
             seeds = None if task.epoch_seed is None else SampleSeeds(task.epoch_seed)
             batch = self._fetch(task, seeds, arena)
         except StopIteration as error:
@@ -130,6 +134,13 @@ class WorkerBody:
             self.send(reply)
             return
         self._send_batch(task, batch, arena)
+
+    def _hand_epoch(self, epoch: int) -> None:
+        """This worker's copy of a map-style dataset reads the loader's epoch (a Mixture's
+        sources move on, packed rows reshuffle), persistent workers included."""
+        if not self.config.iterable:
+            hand_epoch(self.config.dataset, epoch)
+        self.epoch = epoch
 
     def _fetch(self, task: messages.Task, seeds: SampleSeeds | None, arena: Any) -> Any:
         """Load and collate the batch, into ``arena`` where one was reserved."""

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..distributed import _from_environment, _from_torch_distributed
 from ..sampler import Sampler
 from .dataset import Mixture
 from .plan import MixturePlan
@@ -30,39 +31,76 @@ class MixtureBatchSampler(Sampler[list[int]]):
     """Yields lists of mixture positions, each list from one source
     (``DataLoader(mix, batch_sampler=MixtureBatchSampler(mix, batch_size))``). Without
     ``drop_last`` a source's last batch may be short; the sampler ends where the first source
-    has no batch left of the samples the Mixture gives it."""
+    has no batch left of the samples the Mixture gives it.
 
-    def __init__(self, mixture: Mixture, batch_size: int, drop_last: bool = False) -> None:
+    ``num_replicas`` ranks (default: torch.distributed's or torchrun's world, else 1) share
+    the batches: rank ``rank`` takes every ``num_replicas``-th from its own, so every batch is
+    on exactly one rank, and ranks differ by at most one batch (``drop_last=True`` also drops
+    the last round's batches that not every rank would get, so every rank takes as many
+    steps). Epochs come from the Mixture: each epoch's batches hold new samples."""
+
+    def __init__(
+        self,
+        mixture: Mixture,
+        batch_size: int,
+        *,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        drop_last: bool = False,
+    ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(
                 f"batch_size should be a positive integer value, but got batch_size={batch_size!r}"
             )
         if not isinstance(mixture, Mixture):
             raise TypeError(f"MixtureBatchSampler takes a flowloader.Mixture, not {mixture!r}")
+        self.num_replicas, self.rank = _world(num_replicas, rank)
         self.mixture, self.batch_size, self.drop_last = mixture, batch_size, drop_last
+        self.epoch = 0
         plan = mixture._plan
         # The samples each source has in the mixture, and the batches they make.
         self._available = plan.counts(plan.length)
         rounding = math.floor if drop_last else math.ceil
         batches = [rounding(int(n) / batch_size) for n in self._available]
+        self._stages = _at_batch_boundaries(plan.stages, batch_size)
         self._batches = MixturePlan(
             plan.names,
             batches,
-            _at_batch_boundaries(plan.stages, batch_size),
+            self._stages,
             seed=0,
             shuffle=False,
             stopping="first_exhausted",
             num_samples=None,
         )
-        self.start = 0  # the batch this pass begins at (a resume); set_epoch-free: one order
+        self.start = 0  # the global batch this pass begins at (a resume)
+        self._saved_replicas = self.num_replicas  # the world size ``start`` was counted in
+
+    @property
+    def splits_by_rank(self) -> bool:
+        """Each rank reads its own batches (DataLoader's check for duplicated ranks)."""
+        return self.num_replicas > 1
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch (the DataLoader hands it here and to the Mixture, whose samples move on
+        each epoch); a new epoch begins at its first batch."""
+        self.epoch = int(epoch)
+        self.start = 0
+
+    def _end(self) -> int:
+        """One past the last global batch of this pass."""
+        total = self._batches.length
+        if self.drop_last:  # every rank as many batches: whole rounds only
+            return self.start + (total - self.start) // self.num_replicas * self.num_replicas
+        return total
 
     def __len__(self) -> int:
-        return self._batches.length - self.start
+        return len(range(self.start + self.rank, self._end(), self.num_replicas))
 
     def __iter__(self) -> Iterator[list[int]]:
-        begin, self.start = self.start, 0  # a restored position holds for one pass
-        for first in range(begin, self._batches.length, CHUNK):
-            chunk = np.arange(first, min(first + CHUNK, self._batches.length), dtype=np.int64)
+        mine = range(self.start + self.rank, self._end(), self.num_replicas)
+        self.start = 0  # a restored position holds for one pass
+        for first in range(0, len(mine), CHUNK):
+            chunk = np.asarray(mine[first : first + CHUNK], dtype=np.int64)
             sources, numbers = self._batches.draws(chunk)
             for source, number in zip(sources.tolist(), numbers.tolist(), strict=True):
                 yield self._positions(source, number).tolist()
@@ -74,10 +112,16 @@ class MixtureBatchSampler(Sampler[list[int]]):
         draws = np.arange(first, last, dtype=np.int64)
         return self.mixture._plan.positions_of(source, draws)
 
-    # -- resuming (the loader's state_dict() holds the rest) --------------------------------
+    # -- resuming (flowloader.order's contract; the loader's state_dict() holds the rest) ---
 
     def state_dict(self) -> dict[str, Any]:
-        return {"start": self.start, "batch_size": self.batch_size, "drop_last": self.drop_last}
+        return {
+            "start": self.start,
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "num_replicas": self.num_replicas,
+            "epoch": self.epoch,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for key in ("batch_size", "drop_last"):
@@ -87,27 +131,95 @@ class MixtureBatchSampler(Sampler[list[int]]):
                     f"not {key}={getattr(self, key)!r}: its batches would be other batches"
                 )
         self.start = int(state.get("start", 0))
+        self._saved_replicas = int(state.get("num_replicas", self.num_replicas))
+        self.epoch = int(state.get("epoch", self.epoch))
 
     def restart_after(self, batches: int, regroup: bool = False) -> bool:
-        """Continue after the ``batches`` batches delivered since ``start``, without
-        computing them."""
-        self.start += batches
+        """Continue after each rank of the saved world delivered ``batches`` batches since
+        ``start``, without computing them: the rest is dealt out over this world."""
+        self.start += batches * self._saved_replicas
+        self._saved_replicas = self.num_replicas
         return True
 
-    def positions_read(self, batches: int) -> int:
-        """One past the largest mixture position among the first ``batches`` batches: a
-        schedule may change from there on (Mixture.load_state_dict)."""
-        if batches <= 0:
-            return 0
-        taken = self._batches.counts(min(batches, self._batches.length))
+    def read_state(self, state: dict[str, Any], taken: int) -> dict[str, Any]:
+        """What every rank together has read when this rank has delivered ``taken`` batches
+        since ``state``: the global batches, what they took of each source (a short last
+        batch as it was), the batch-level stages among them, and the mixture positions they
+        reach (``prefix``)."""
+        start = int(state.get("start", 0)) if state else 0
+        batches = min(start + taken * self.num_replicas, self._batches.length)
+        read = self._composition(batches)
+        drawn = read["drawn"]
         last = 0
-        for source, count in enumerate(taken.tolist()):
+        for source, count in enumerate(drawn):
             if count:
-                final = min(count * self.batch_size, int(self._available[source])) - 1
-                last = max(
-                    last, int(self.mixture._plan.positions_of(source, np.array([final]))[0]) + 1
-                )
-        return last
+                final = np.array([count - 1], dtype=np.int64)
+                last = max(last, int(self.mixture._plan.positions_of(source, final)[0]) + 1)
+        # an epoch after this one follows all of this one's batches
+        return {"prefix": last, **read, "epoch_batches": self._composition(self._batches.length)}
+
+    def _composition(self, batches: int) -> dict[str, Any]:
+        taken = self._batches.counts(min(batches, self._batches.length))
+        drawn = np.minimum(taken * self.batch_size, self._available)
+        return {
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "batches": batches,
+            "taken": taken.tolist(),
+            "drawn": [int(n) for n in drawn],
+            "stages": [[st.start, list(st.units)] for st in self._stages if st.start < batches],
+        }
+
+    def order_changes(self, saved: dict[str, Any], epoch: int) -> list[str]:
+        """What differs in the first ``saved["batches"]`` batches (and in epochs after the
+        first, in all of an epoch's): which sources they came from, and how many samples each
+        took (a source's short last batch included)."""
+        for key in ("batch_size", "drop_last"):
+            if key in saved and saved[key] != getattr(self, key):
+                return [
+                    f"the MixtureBatchSampler was saved with {key}={saved[key]!r}, not "
+                    f"{key}={getattr(self, key)!r}: its batches would be other batches"
+                ]
+        if epoch > 0 and "epoch_batches" in saved:  # every batch of the epochs before
+            whole = saved["epoch_batches"]
+            now = self._composition(self._batches.length)
+            if now != whole:
+                return [
+                    f"in epoch {epoch}, MixtureBatchSampler's batches per epoch changed (they "
+                    f"were {whole['batches']} taking {whole['drawn']} samples per source, now "
+                    f"{now['batches']} taking {now['drawn']}): every epoch before was read"
+                ]
+        now = self._composition(int(saved["batches"]))
+        return [
+            f"MixtureBatchSampler's first {saved['batches']} batches {what} "
+            f"{self._by_source(saved[key], key)}, now {self._by_source(now[key], key)}"
+            for key, what in (
+                ("stages", "were cut into stages at batches"),
+                ("taken", "came from the sources as"),
+                ("drawn", "took samples from the sources as"),
+            )
+            if saved.get(key) != now[key]
+        ]
+
+    def _by_source(self, values: list[Any], key: str) -> Any:
+        if key == "stages":
+            return [start for start, _ in values]
+        return dict(zip(self.mixture.names, values, strict=False))
+
+
+def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
+    """(num_replicas, rank): as given, else torch.distributed's or torchrun's, else one rank."""
+    if num_replicas is None or rank is None:
+        found = _from_torch_distributed() or _from_environment() or (1, 0)
+        num_replicas = found[0] if num_replicas is None else num_replicas
+        rank = found[1] if rank is None else rank
+    if isinstance(num_replicas, bool) or not isinstance(num_replicas, int) or num_replicas <= 0:
+        raise ValueError(f"num_replicas must be a positive int, but got {num_replicas!r}")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < num_replicas:
+        raise ValueError(
+            f"Invalid rank {rank!r}, rank should be in the interval [0, {num_replicas - 1}]"
+        )
+    return num_replicas, rank
 
 
 def _at_batch_boundaries(stages: tuple[Stage, ...], batch_size: int) -> list[Stage]:

@@ -20,12 +20,15 @@ import numpy as np
 
 from ..batching import Allocate, declared, fetch_many, load_one_by_one, overrides_getitem
 from ..dataset import Dataset, is_iterable
+from ..order import Read
 from ..randomness import SampleRngs
 from .batches import Part, load_batch, runs
 from .plan import STOPPING, MixturePlan
 from .schedule import Stage, parse
 
 STATE_FORMAT = "flowloader.Mixture"
+# The most positions a resume compares one by one where the schedule changed before them.
+COMPARED_POSITIONS = 1 << 22
 
 
 class Mixture(Dataset[Any]):
@@ -40,6 +43,10 @@ class Mixture(Dataset[Any]):
     begin a second pass; ``"all_exhausted"`` once every source was read whole, sources that
     run out earlier starting over; ``"never"`` after ``num_samples`` (required then), every
     source starting over as needed. ``num_samples`` also caps the other two.
+
+    Epochs (``set_epoch``, which a DataLoader calls for you): each epoch continues every
+    source's draws where the epoch before stopped, so a big source moves on and a small one
+    starts a new pass in a new order; the positions, the schedule and the length stay.
     """
 
     def __init__(
@@ -77,6 +84,7 @@ class Mixture(Dataset[Any]):
         self.shuffle: bool = shuffle
         self.stopping: str = stopping
         self.num_samples = num_samples
+        self.epoch: int = 0
         self._plan: MixturePlan = MixturePlan(
             self.names,
             lengths,
@@ -99,6 +107,25 @@ class Mixture(Dataset[Any]):
     def __len__(self) -> int:
         return self._plan.length
 
+    def set_epoch(self, epoch: int) -> None:
+        """Read epoch ``epoch``: every source continues from where the epochs before it left
+        off (the DataLoader hands its epoch here, in every worker)."""
+        self.epoch = int(epoch)
+
+    @property
+    def lengths(self) -> np.ndarray | None:
+        """Each position's item length this epoch, from the sources' ``lengths`` (token
+        files have them); None if a source has none."""
+        per_source = [getattr(source, "lengths", None) for source in self.sources.values()]
+        if any(lengths is None for lengths in per_source):
+            return None
+        sources, inner = self.locate_many(np.arange(len(self)))
+        out = np.empty(len(self), dtype=np.int64)
+        for number, lengths in enumerate(per_source):
+            at = sources == number
+            out[at] = np.asarray(lengths, dtype=np.int64)[inner[at]]
+        return out
+
     # -- where positions come from ----------------------------------------------------------
 
     def locate(self, index: int) -> tuple[str, int]:
@@ -114,7 +141,7 @@ class Mixture(Dataset[Any]):
         if positions.size and (positions.min() < 0 or positions.max() >= length):
             bad = int(positions[(positions < 0) | (positions >= length)][0])
             raise IndexError(f"index {bad} is out of range for a Mixture of length {length}")
-        return self._plan.locate(positions)
+        return self._plan.locate(positions, self.epoch)
 
     def sources_of(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """The source number of each mixture position (``locate_many`` without the indices
@@ -156,11 +183,11 @@ class Mixture(Dataset[Any]):
                 parts.append((places, load))
         return load_batch(parts, len(indices), allocate)
 
-    # -- resuming ---------------------------------------------------------------------------
+    # -- resuming (flowloader.order's contract) -------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
         """What a resumed Mixture must agree with: the sources (names, lengths), the order's
-        settings and the whole schedule (a DataLoader's state_dict() carries it)."""
+        settings, the whole schedule and the length (a DataLoader's state_dict() carries it)."""
         return {
             "format": STATE_FORMAT,
             "sources": [[name, n] for name, n in zip(self.names, self.source_lengths, strict=True)],
@@ -170,6 +197,7 @@ class Mixture(Dataset[Any]):
             ],
             "seed": self.seed,
             "shuffle": self.shuffle,
+            "length": len(self),
             # a source that is a Mixture itself: its own order must agree too
             "nested": {
                 name: source.state_dict()
@@ -178,6 +206,18 @@ class Mixture(Dataset[Any]):
             },
         }
 
+    def order_state(self) -> dict[str, Any]:
+        return self.state_dict()
+
+    def order_changes(self, saved: dict[str, Any], read: Read) -> list[str]:
+        """What differs from the saved Mixture in what ``read`` covers: in an epoch after the
+        first, anything (each epoch continues the draws of every one before); in the first,
+        the positions below the read prefix (a schedule may change from there on, and
+        ``num_samples`` grow, as long as a short last batch did not end at the old end)."""
+        if read.epoch > 0:
+            return resume_differences(self, saved, None, why=f"in epoch {read.epoch}, ")
+        return resume_differences(self, saved, read.prefix)
+
     def load_state_dict(self, state: dict[str, Any], consumed: int | None = None) -> None:
         """Check that this Mixture continues ``state``'s: every position below ``consumed``
         (all of them when None) maps to the same source and sample. A schedule changed from
@@ -185,16 +225,19 @@ class Mixture(Dataset[Any]):
         accepted: each source continues where it was. Otherwise ValueError saying what
         changed. Nothing is restored: the order is arithmetic, and the loader keeps the
         position."""
-        differences = resume_differences(self, state, len(self) if consumed is None else consumed)
+        differences = resume_differences(self, state, consumed)
         if differences:
             raise ValueError(
                 "this Mixture does not continue the saved one: " + "; ".join(differences)
             )
 
 
-def resume_differences(mixture: Mixture, state: dict[str, Any], consumed: int) -> list[str]:
+def resume_differences(
+    mixture: Mixture, state: dict[str, Any], consumed: int | None, why: str = ""
+) -> list[str]:
     """What differs between ``state``'s mixture and ``mixture`` on the positions below
-    ``consumed`` (empty when nothing does)."""
+    ``consumed`` (None: on every position, and the length); empty when nothing does.
+    A position below ``consumed`` must exist in both or in neither."""
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         return ["the state is not a Mixture's state_dict()"]
     differences = []
@@ -211,10 +254,27 @@ def resume_differences(mixture: Mixture, state: dict[str, Any], consumed: int) -
     for name, inner in state.get("nested", {}).items():
         source = mixture.sources.get(name)
         if isinstance(source, Mixture):  # any change in its order is refused
-            found = resume_differences(source, inner, len(source))
+            found = resume_differences(source, inner, None)
             differences += [f"source {name!r}: {difference}" for difference in found]
     if differences:
         return differences
+    saved_length = int(state.get("length", len(mixture)))
+    if consumed is None:
+        if saved_length != len(mixture):
+            differences.append(
+                f"{why}the mixture had {saved_length} positions, now {len(mixture)} (every "
+                "position was read, or may have been: a shuffled order, or an earlier epoch)"
+            )
+        consumed = max(saved_length, len(mixture))
+        read = f"{why}every position"
+    else:
+        if min(consumed, saved_length) != min(consumed, len(mixture)):
+            differences.append(
+                f"the mixture had {saved_length} positions, now {len(mixture)}: the positions "
+                f"read reach {consumed} (a short last batch ended at the old end, and would "
+                "be another batch now)"
+            )
+        read = f"the {consumed} positions already read"
     names = [n for n, _ in state["sources"]]
     saved = [
         (start, dict(zip(names, w, strict=True)), dict(zip(names, u, strict=True)))
@@ -230,10 +290,11 @@ def resume_differences(mixture: Mixture, state: dict[str, Any], consumed: int) -
     ]
     diverged = _first_divergence(saved, now)
     if diverged < consumed:
+        diverged = _first_moved(mixture, state, int(diverged), min(consumed, len(mixture)))
+    if diverged < consumed:
         differences.append(
-            f"the schedule changed at position {diverged}, before the {consumed} positions "
-            f"already read (saved stages {_describe(saved)}, now {_describe(now)}); change it "
-            f"only from position {consumed} on"
+            f"the schedule changed at position {diverged}, before {read} (saved stages "
+            f"{_describe(saved)}, now {_describe(now)}); change it only after what was read"
         )
     return differences
 
@@ -253,6 +314,35 @@ def _first_divergence(saved: Schedule, now: Schedule) -> float:
         a, b = saved_units[start], now_units[start]
         if any(a.get(name, 0) != b.get(name, 0) for name in a.keys() | b.keys()):
             return start
+    return math.inf
+
+
+def _first_moved(mixture: Mixture, state: dict[str, Any], first: int, end: int) -> float:
+    """The first position in ``first .. end - 1`` that the saved schedule and this one give
+    to another source or draw (inf if none): a schedule that differs there may still read
+    every position alike (a new stage with the weights of the old one, say). Compared up to
+    COMPARED_POSITIONS positions; past that, the first difference in the schedule counts."""
+    if end - first > COMPARED_POSITIONS:
+        return first
+    names = [name for name, _ in state["sources"]]
+    if list(names) != list(mixture.names):
+        return first  # sources added or reordered: the plans' numbers differ
+    saved = MixturePlan(
+        names,
+        [n for _, n in state["sources"]],
+        [Stage(start, tuple(w), tuple(u)) for start, w, u in state["schedule"]],
+        seed=state["seed"],
+        shuffle=state["shuffle"],
+        stopping="never",
+        num_samples=int(state.get("length", len(mixture))),
+    )
+    for begin in range(first, end, 1 << 16):
+        positions = np.arange(begin, min(begin + (1 << 16), end), dtype=np.int64)
+        old_sources, old_draws = saved.draws(positions)
+        new_sources, new_draws = mixture._plan.draws(positions)
+        moved = np.flatnonzero((old_sources != new_sources) | (old_draws != new_draws))
+        if moved.size:
+            return int(positions[moved[0]])
     return math.inf
 
 

@@ -1,7 +1,8 @@
 """Packed: a map-style dataset of rows of ``seq_len`` tokens packed from documents.
 
 Documents are taken in the order the dataset gives them (shuffle them with a Mixture's
-per-source shuffle, or pass ``shuffle=True`` and call ``set_epoch``), ``block`` at a time, and
+per-source shuffle, or pass ``shuffle=True``: a new order each epoch, which the DataLoader
+hands to every worker), ``block`` at a time, and
 each block is packed on its own (packing.py). So row r is a pure function of its block's
 documents: rows are map-style, the same for any num_workers, and a resume is a position.
 Building a Packed packs every block once (lengths only, no token read) to count its rows; a
@@ -19,7 +20,7 @@ import numpy as np
 
 from ..batching import fetch_many
 from ..dataset import Dataset
-from ..mixture import Mixture
+from ..order import Read, epoch_of, order_changes, order_state
 from ..permutation import name_hash, pass_keys, permute
 from .packing import LONG_DOCS, METHODS, BlockPlan, plan_block
 
@@ -37,7 +38,9 @@ class Packed(Dataset[dict[str, np.ndarray]]):
     is cut into consecutive pieces (``long_docs="split"``) or refused (``"error"``); every
     token of every document is in exactly one row (``audit()`` checks it).
     ``method``: ``"best_fit"`` or ``"first_fit"`` within each ``block`` of documents.
-    ``shuffle``: documents in a seeded order per epoch (``set_epoch``), as a sampler's.
+    ``shuffle``: documents in a seeded order per epoch, as a sampler's. The epoch is the
+    DataLoader's (it calls ``set_epoch`` here and in every worker; calling it yourself works
+    too), and it is passed on to ``dataset`` (a Mixture's sources move on each epoch).
     """
 
     def __init__(
@@ -63,7 +66,8 @@ class Packed(Dataset[dict[str, np.ndarray]]):
             )
         self.dataset, self.seq_len, self.block = dataset, seq_len, block
         self.method, self.pad_id, self.long_docs = method, pad_id, long_docs
-        self.shuffle, self.seed, self.epoch = shuffle, seed, 0
+        self.shuffle, self.seed = shuffle, seed
+        self.epoch = epoch_of(dataset) or 0
         self.lengths = document_lengths(dataset)
         if not len(self.lengths):
             raise ValueError("Packed needs at least one document")
@@ -93,13 +97,86 @@ class Packed(Dataset[dict[str, np.ndarray]]):
                 )
 
     def set_epoch(self, epoch: int) -> None:
-        """With ``shuffle=True``: this epoch's document order, and so its rows (and their
-        number). Call it before ``iter(loader)``; workers started earlier (persistent ones)
-        keep the order they started with."""
+        """Epoch ``epoch``'s rows (and their number): its document order with
+        ``shuffle=True``, and the wrapped dataset's epoch where it has one. The DataLoader
+        calls it in the main process and in every worker, persistent or not."""
+        epoch = int(epoch)
+        inner_set_epoch = getattr(self.dataset, "set_epoch", None)
+        inner_moves = callable(inner_set_epoch) and epoch_of(self.dataset) != epoch
+        if epoch == self.epoch and not inner_moves:
+            return
         self.epoch = epoch
-        if self.shuffle:
-            self._plans.clear()
-            self._count_rows()
+        if callable(inner_set_epoch):  # its documents may follow the epoch
+            inner_set_epoch(epoch)
+            self.lengths = document_lengths(self.dataset)
+        elif not self.shuffle:
+            return  # the same documents in the same order: the same rows
+        self._plans.clear()
+        self._count_rows()
+
+    # -- resuming (flowloader.order's contract) -------------------------------------------
+
+    def order_state(self) -> dict[str, Any]:
+        """What decides the rows: the packing's settings, the row count and the wrapped
+        dataset's own description (a checkpoint carries it)."""
+        return {
+            "format": "flowloader.Packed",
+            "settings": self._settings(),
+            "documents": len(self.lengths),
+            "rows": len(self),
+            "dataset": order_state(self.dataset),
+        }
+
+    def _settings(self) -> dict[str, Any]:
+        names = ("seq_len", "block", "method", "pad_id", "long_docs", "shuffle", "seed")
+        return {name: getattr(self, name) for name in names}
+
+    def order_changes(self, saved: dict[str, Any], read: Read) -> list[str]:
+        """What differs in the rows ``read`` covers: the settings, the rows' existence, and
+        the documents of every block those rows come from (the wrapped dataset's check, over
+        them: all of them with ``shuffle=True``, where a block draws from anywhere)."""
+        if not isinstance(saved, dict) or saved.get("format") != "flowloader.Packed":
+            return ["the state does not describe a Packed dataset"]
+        now = self._settings()
+        changed = [
+            f"Packed's {key} was {value!r}, now {now[key]!r}"
+            for key, value in saved["settings"].items()
+            if now.get(key) != value
+        ]
+        if changed:
+            return changed
+        rows = read.prefix
+        if rows is None:
+            if saved["rows"] != len(self) or saved["documents"] != len(self.lengths):
+                changed.append(
+                    f"Packed had {saved['rows']} rows of {saved['documents']} documents, now "
+                    f"{len(self)} of {len(self.lengths)} (every row was, or may have been, read)"
+                )
+            documents = None
+        else:
+            if min(rows, saved["rows"]) != min(rows, len(self)):
+                changed.append(
+                    f"Packed had {saved['rows']} rows, now {len(self)}: the rows read reach {rows}"
+                )
+            documents = None if self.shuffle else self._documents_below(rows)
+        inner = order_state(self.dataset)
+        if inner is None:
+            if saved["documents"] != len(self.lengths) and not changed:
+                changed.append(
+                    f"Packed's dataset had {saved['documents']} documents, now {len(self.lengths)}"
+                )
+            return changed
+        found = order_changes(self.dataset, saved["dataset"], read.at(documents))
+        return changed + [f"Packed's dataset: {difference}" for difference in found]
+
+    def _documents_below(self, rows: int) -> int:
+        """Where the documents of the blocks holding rows ``0 .. rows - 1`` end (unshuffled):
+        if they are unchanged, so are those blocks and their rows."""
+        if rows <= 0:
+            return 0
+        last = min(rows, len(self)) - 1
+        b = int(np.searchsorted(self._first_row, last, side="right") - 1)
+        return (b + 1) * self.block
 
     def _order(self, first: int, end: int) -> np.ndarray:
         """The documents at places first..end-1 of this epoch's order."""
@@ -107,7 +184,8 @@ class Packed(Dataset[dict[str, np.ndarray]]):
         if not self.shuffle:
             return places
         n = len(self.lengths)
-        keys = pass_keys(self.seed, np.array([name_hash("packed")], np.uint64), [self.epoch])
+        stream = np.array([name_hash("packed")], np.uint64)
+        keys = pass_keys(self.seed, stream, np.array([self.epoch]))
         return permute(places, np.full(len(places), n, np.int64), np.repeat(keys, len(places)))
 
     def _count_rows(self) -> None:
@@ -232,19 +310,9 @@ class Packed(Dataset[dict[str, np.ndarray]]):
 
 
 def document_lengths(dataset: Any) -> np.ndarray:
-    """Every document's length: ``dataset.lengths`` where it has them (a Mixture's, from its
-    sources' where they all have them), else measured once."""
-    if isinstance(dataset, Mixture):
-        per_source = [getattr(source, "lengths", None) for source in dataset.sources.values()]
-        if all(lengths is not None for lengths in per_source):
-            sources, inner = dataset.locate_many(np.arange(len(dataset)))
-            out = np.empty(len(dataset), dtype=np.int64)
-            for number, lengths in enumerate(per_source):
-                at = sources == number
-                out[at] = np.asarray(lengths, dtype=np.int64)[inner[at]]
-            return out
-    else:
-        lengths = getattr(dataset, "lengths", None)
-        if lengths is not None:
-            return np.asarray(lengths, dtype=np.int64)
+    """Every document's length: ``dataset.lengths`` where it has them (a token file's, a
+    Mixture's from its sources'), else measured once."""
+    lengths = getattr(dataset, "lengths", None)
+    if lengths is not None:
+        return np.asarray(lengths, dtype=np.int64)
     return np.array([len(dataset[i]) for i in range(len(dataset))], dtype=np.int64)

@@ -76,7 +76,7 @@ class BatchSampler(_core.BatchSampler, Sampler[list[int]], _td.BatchSampler):
     """Groups the indices of ``sampler`` into lists of ``batch_size``."""
 
 
-class DistributedSampler(
+class DistributedSampler(  # type: ignore[override]  # torch's num_samples: an attribute
     _core_distributed.DistributedSampler, Sampler[int], _td_distributed.DistributedSampler
 ):
     """flowloader's DistributedSampler (finds the world from torch.distributed or torchrun,
