@@ -46,6 +46,7 @@ SUITES = {
         "Weighted mixtures against torchdata.nodes, HF datasets and Grain (issue 26)",
         False,
     ),
+    "permutation": ("The keyed permutation: orders, uniformity and cost (issue 37)", False),
     "packing": (
         "Token packing against Grain, nanoGPT windows and token-file indexes (issue 27)",
         False,
@@ -126,6 +127,14 @@ NOTES = {
         "size trial splits each source by index modulo the world size. Resuming onto another "
         "worker count means torchdata's ParallelMapper, torchdata's StatefulDataLoader (for HF) "
         "and Grain's mp_prefetch."
+    ),
+    "permutation": (
+        "Each pass of a shuffled source is a keyed permutation (flowloader/permutation.py): "
+        "six unbalanced Feistel rounds with SplitMix64 round functions, cycle-walked to the "
+        "source's size, and sources of up to 32 samples ranked by keyed hashes; a native "
+        "kernel computes it, the NumPy path gives the same values where the kernel is not "
+        "built. The Mixture rows locate positions through the mixture's tree as well: the "
+        "permutation is a small part of their cost."
     ),
     "packing": (
         "flowloader plans a block of documents (4,096 by default) from their lengths alone, "
