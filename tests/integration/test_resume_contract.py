@@ -48,41 +48,37 @@ def test_r1_a_longer_mixture_before_any_short_batch_resumes_exactly() -> None:
     assert head + [b.tolist() for b in resumed] == [b.tolist() for b in loader(200)]
 
 
-def test_r2_a_second_resume_checks_the_schedule_against_every_run() -> None:
-    sources = {f"s{k}": np.arange(10**5) + k * 10**6 for k in range(3)}
+THREE = {f"s{k}": np.arange(10**5) + k * 10**6 for k in range(3)}
+OLD = [0.5, 0.3, 0.2]
 
-    def loader(weights) -> fl.DataLoader:
-        m = fl.Mixture(sources, weights, stopping="never", num_samples=1200, seed=7)
-        return fl.DataLoader(m, batch_sampler=fl.MixtureBatchSampler(m, 8))
 
-    old = [0.5, 0.3, 0.2]
-    first = loader(old)
-    take(first, 40)
-    second = loader(old)
+def three_sources(weights) -> fl.DataLoader:
+    m = fl.Mixture(THREE, weights, stopping="never", num_samples=1200, seed=7)
+    return fl.DataLoader(m, batch_sampler=fl.MixtureBatchSampler(m, 8))
+
+
+def two_runs() -> tuple[list[list[int]], fl.DataLoader]:
+    """40 batches, a resume, 10 more: what they delivered and the second run's loader."""
+    first = three_sources(OLD)
+    head = take(first, 40)
+    second = three_sources(OLD)
     second.load_state_dict(first.state_dict())
-    take(second, 10)
-    changed = loader([(0, old), (100, [0.1, 0.1, 0.8])])
+    return head + take(second, 10), second
+
+
+def test_r2_a_second_resume_checks_the_schedule_against_every_run() -> None:
+    _, second = two_runs()
+    changed = three_sources([(0, OLD), (100, [0.1, 0.1, 0.8])])
     with pytest.raises(ValueError, match="schedule changed at position 100"):
         changed.load_state_dict(second.state_dict())
 
 
 def test_r2_a_change_after_every_run_read_is_accepted_and_exact() -> None:
-    sources = {f"s{k}": np.arange(10**5) + k * 10**6 for k in range(3)}
-
-    def loader(weights) -> fl.DataLoader:
-        m = fl.Mixture(sources, weights, stopping="never", num_samples=1200, seed=7)
-        return fl.DataLoader(m, batch_sampler=fl.MixtureBatchSampler(m, 8))
-
-    old = [0.5, 0.3, 0.2]
-    new = [(0, old), (800, [0.1, 0.1, 0.8])]
-    first = loader(old)
-    head = take(first, 40)
-    second = loader(old)
-    second.load_state_dict(first.state_dict())
-    head += take(second, 10)
-    third = loader(new)
+    head, second = two_runs()
+    new = [(0, OLD), (800, [0.1, 0.1, 0.8])]
+    third = three_sources(new)
     third.load_state_dict(second.state_dict())
-    assert head + [b.tolist() for b in third] == [b.tolist() for b in loader(new)]
+    assert head + [b.tolist() for b in third] == [b.tolist() for b in three_sources(new)]
 
 
 def test_r3_a_state_after_a_short_last_batch_refuses_a_longer_mixture() -> None:
