@@ -281,3 +281,17 @@ def test_a_users_wrapper_that_forwards_the_contract_keeps_it(workers: int) -> No
     epochs = head + [b.tolist() for b in resumed] + [b.tolist() for b in resumed]
     reference = loader(later)
     assert epochs == [b.tolist() for b in reference] + [b.tolist() for b in reference]
+
+
+def test_a_source_added_at_weight_zero_continues_mixture_batches() -> None:
+    def loader(sources, weights) -> fl.DataLoader:
+        m = fl.Mixture(sources, weights, stopping="never", num_samples=400, seed=3)
+        return fl.DataLoader(m, batch_sampler=fl.MixtureBatchSampler(m, 8))
+
+    first = loader(TWO, {"a": 0.5, "b": 0.5})
+    head = take(first, 10)
+    more = {**TWO, "c": np.arange(50) + 5 * 10**6}
+    later = [(0, {"a": 0.5, "b": 0.5, "c": 0}), (200, {"a": 0.4, "b": 0.4, "c": 0.2})]
+    resumed = loader(more, later)
+    resumed.load_state_dict(first.state_dict())
+    assert head + [b.tolist() for b in resumed] == [b.tolist() for b in loader(more, later)]

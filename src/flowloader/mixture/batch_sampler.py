@@ -149,25 +149,35 @@ class MixtureBatchSampler(Sampler[list[int]]):
         start = int(state.get("start", 0)) if state else 0
         batches = min(start + taken * self.num_replicas, self._batches.length)
         read = self._composition(batches)
-        drawn = read["drawn"]
         last = 0
-        for source, count in enumerate(drawn):
-            if count:
-                final = np.array([count - 1], dtype=np.int64)
+        for source, name in enumerate(self.mixture.names):
+            if read["drawn"].get(name):
+                final = np.array([read["drawn"][name] - 1], dtype=np.int64)
                 last = max(last, int(self.mixture._plan.positions_of(source, final)[0]) + 1)
         # an epoch after this one follows all of this one's batches
         return {"prefix": last, **read, "epoch_batches": self._composition(self._batches.length)}
 
     def _composition(self, batches: int) -> dict[str, Any]:
+        """What the first ``batches`` global batches took, by source name (a source at
+        weight 0 throughout is left out, so adding one changes nothing)."""
+        names = self.mixture.names
         taken = self._batches.counts(min(batches, self._batches.length))
         drawn = np.minimum(taken * self.batch_size, self._available)
+
+        def by_name(values: Any) -> dict[str, int]:
+            return {name: int(v) for name, v in zip(names, values, strict=True) if v}
+
         return {
             "batch_size": self.batch_size,
             "drop_last": self.drop_last,
             "batches": batches,
-            "taken": taken.tolist(),
-            "drawn": [int(n) for n in drawn],
-            "stages": [[st.start, list(st.units)] for st in self._stages if st.start < batches],
+            "taken": by_name(taken),
+            "drawn": by_name(drawn),
+            "stages": [
+                [stage.start, by_name(stage.units)]
+                for stage in self._stages
+                if stage.start < batches
+            ],
         }
 
     def order_changes(self, saved: dict[str, Any], epoch: int) -> list[str]:
@@ -192,7 +202,7 @@ class MixtureBatchSampler(Sampler[list[int]]):
         now = self._composition(int(saved["batches"]))
         return [
             f"MixtureBatchSampler's first {saved['batches']} batches {what} "
-            f"{self._by_source(saved[key], key)}, now {self._by_source(now[key], key)}"
+            f"{_shown(saved[key], key)}, now {_shown(now[key], key)}"
             for key, what in (
                 ("stages", "were cut into stages at batches"),
                 ("taken", "came from the sources as"),
@@ -201,10 +211,10 @@ class MixtureBatchSampler(Sampler[list[int]]):
             if saved.get(key) != now[key]
         ]
 
-    def _by_source(self, values: list[Any], key: str) -> Any:
-        if key == "stages":
-            return [start for start, _ in values]
-        return dict(zip(self.mixture.names, values, strict=False))
+
+def _shown(values: Any, key: str) -> Any:
+    """A composition's part as an error message shows it (stages: where they begin)."""
+    return [start for start, _ in values] if key == "stages" else values
 
 
 def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
