@@ -262,3 +262,34 @@ def test_the_readme_tokenizers_example(tmp_path) -> None:
         assert [tokenizer.decode(ds[i].tolist()) for i in range(len(ds))] == SENTENCES
         assert [int(ds[i][-1]) for i in range(len(ds))] == [eos] * len(SENTENCES)
     assert (tmp_path / "cli.bin").read_bytes() == (tmp_path / "direct.bin").read_bytes()
+
+
+def test_a_finished_output_is_replaced_only_with_force(tmp_path) -> None:
+    (tmp_path / "d.txt").write_text("1 2\n3\n")
+    assert flowloader("make-tokens", "d.txt", "t.bin", cwd=str(tmp_path)).returncode == 0
+    (tmp_path / "e.txt").write_text("7 7 7\n")
+    refused = flowloader("make-tokens", "e.txt", "t.bin", cwd=str(tmp_path))
+    assert "t.bin is already a finished token file: pass --force" in one_line_error(refused)
+    assert written(tmp_path / "t.bin") == [[1, 2], [3]]
+    done = flowloader("make-tokens", "e.txt", "t.bin", "--force", cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert written(tmp_path / "t.bin") == [[7, 7, 7]]
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        write_tokens([[1]], tmp_path / "t.bin")
+    write_tokens([[1]], tmp_path / "t.bin", overwrite=True)
+    assert written(tmp_path / "t.bin") == [[1]]
+
+
+def test_a_failed_run_says_what_it_keeps_and_how_to_start_over(tmp_path) -> None:
+    good = "".join(f"{n} {n + 1}\n" for n in range(5000))
+    (tmp_path / "d.txt").write_text(good + "1 x\n")
+    failed = flowloader("make-tokens", "d.txt", "t.bin", cwd=str(tmp_path))
+    line = one_line_error(failed)
+    assert "d.txt:5001: expected whitespace-separated integer token ids" in line
+    assert "kept in t.bin.partial* for a rerun of the same command" in line
+    assert "delete t.bin.partial* to start over" in line
+    (tmp_path / "d.txt").write_text(good + "1 2\n")
+    done = flowloader("make-tokens", "d.txt", "t.bin", cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "kept from an interrupted run" in done.stdout
+    assert len(written(tmp_path / "t.bin")) == 5001

@@ -7,6 +7,7 @@ exit code 2, never with a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -163,6 +164,9 @@ def _add_make_tokens(commands: Any) -> None:
         default="tokens",
         help="the key of a JSON object's token list (default: tokens)",
     )
+    tokens.add_argument(
+        "--force", action="store_true", help="replace OUTPUT if it is already a finished token file"
+    )
 
 
 def _make_shards(args: argparse.Namespace) -> int:
@@ -187,6 +191,7 @@ def _make_shards(args: argparse.Namespace) -> int:
 
 
 def _make_tokens(args: argparse.Namespace) -> int:
+    from .bench import UsageError
     from .make_tokens import input_bytes, make_tokens, read_back
     from .progress import Progress
 
@@ -197,8 +202,20 @@ def _make_tokens(args: argparse.Namespace) -> int:
 
     try:
         report = make_tokens(
-            args.source, args.output, args.dtype, args.vocab_size, args.field, show
+            args.source, args.output, args.dtype, args.vocab_size, args.field, show, args.force
         )
+    except FileExistsError as error:
+        raise UsageError(
+            f"{args.output} is already a finished token file: pass --force to replace it"
+        ) from error
+    except (OSError, ValueError) as error:
+        partial = args.output + ".partial"
+        if not os.path.exists(partial):
+            raise
+        raise UsageError(
+            f"{error}. What was written is kept in {partial}* for a rerun of the same command, "
+            f"which continues there; delete {partial}* to start over"
+        ) from error
     finally:
         bar.close()
     kept = (

@@ -172,9 +172,11 @@ def make_tokens(
     vocab_size: int | None = None,
     field: str = "tokens",
     progress: Callable[[int, int, int], None] | None = None,
+    overwrite: bool = False,
 ) -> TokensReport:
     """Write the documents of ``source`` to the token file ``output``; resumable.
-    ``progress(bytes read, documents, tokens)`` is called as INPUT is read."""
+    ``progress(bytes read, documents, tokens)`` is called as INPUT is read; a finished
+    ``output`` is replaced only with ``overwrite``."""
     check_paths(source, output, dtype, vocab_size)
     lines = TokenLines(source, field, *id_limit(dtype, vocab_size), progress)
     documents = iter(lines)
@@ -183,5 +185,11 @@ def make_tokens(
         raise UsageError(f"{source}: no documents (the file is empty or only blank lines)")
     continued = continued_documents(output, dtype)
     os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
-    write_tokens(itertools.chain([first], documents), output, dtype=dtype, vocab_size=vocab_size)
+    write_tokens(
+        itertools.chain([first], documents),
+        output,
+        dtype=dtype,
+        vocab_size=vocab_size,
+        overwrite=overwrite,
+    )
     return TokensReport(lines.documents, lines.tokens, continued)

@@ -5,9 +5,16 @@ A token file is a flat array of token ids (``uint16`` or ``uint32``, little-endi
 ``train.bin``, or what :func:`flowloader.text.write_tokens` writes. Its index is two files
 beside it: ``<file>.idx.npy``, the int64 offsets of the documents (one more than there are
 documents; the first 0, the last the number of tokens), opened as a memory map, and
-``<file>.idx.json``, what the offsets describe (dtype, tokens, documents, the file's size, and
-the end-of-document id when a scan made them). A scan's index goes beside the file, or into a
-cache directory when the file's folder cannot be written.
+``<file>.idx.json``, what the offsets describe (dtype, tokens, documents, the file's size and
+a digest of a few of its blocks, and the end-of-document id when a scan made them). A scan's
+index goes beside the file, or into a cache directory when the file's folder cannot be
+written, keyed by the id and the dtype.
+
+An index belongs to a file by content, not by time: its size and the digest of its first,
+middle and last blocks, so a copy (``cp -r``, a download, ``rsync`` without ``-t``) opens as it
+is. Several processes may open one file at once (every rank of a torchrun job): each writes
+its index through a temporary name of its own and moves it into place, so a reader sees a
+whole index or none.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +32,8 @@ FORMAT = "flowloader.tokens"
 DTYPES = ("uint16", "uint32")
 # Tokens read at once while scanning for end-of-document ids.
 SCAN_CHUNK = 1 << 26
+# Bytes of each block (first, middle, last) that an index's digest of its file covers.
+DIGEST_BLOCK = 1 << 12
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "flowloader", "tokens")
 
 
@@ -63,25 +73,57 @@ def sidecar(path: str) -> str:
     return path + ".idx"
 
 
+def file_digest(path: str) -> str:
+    """A digest of ``path``'s size and of its first, middle and last DIGEST_BLOCK bytes: what
+    tells the file an index was made from (a copy has the same, a rewrite another)."""
+    size = os.path.getsize(path)
+    digest = hashlib.blake2b(str(size).encode(), digest_size=16)
+    with open(path, "rb") as stream:
+        for at in sorted({0, max(size // 2 - DIGEST_BLOCK // 2, 0), max(size - DIGEST_BLOCK, 0)}):
+            stream.seek(at)
+            digest.update(stream.read(DIGEST_BLOCK))
+    return digest.hexdigest()
+
+
+def _write_atomically(target: str, write: Any) -> None:
+    """``write(temporary path)``, then move it onto ``target``: a temporary name of this
+    process's own, so that processes writing the same index at once never mix their bytes."""
+    temporary = f"{target}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial"
+    try:
+        write(temporary)
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
 def write_index(stem: str, dtype: str, offsets: np.ndarray, path: str, **extra: Any) -> None:
     """Write ``<stem>.npy`` and ``<stem>.json`` for the token file ``path`` (the JSON last: it
-    marks the pair complete); the file's size and modification time date the index."""
-    file_bytes, file_mtime_ns = os.path.getsize(path), os.stat(path).st_mtime_ns
-    np.save(stem + ".npy.partial.npy", offsets.astype(np.int64, copy=False))
-    os.replace(stem + ".npy.partial.npy", stem + ".npy")
+    marks the pair complete); the file's size and digest tie the index to its content."""
+    offsets = offsets.astype(np.int64, copy=False)
+
+    def save_offsets(temporary: str) -> None:
+        with open(temporary, "wb") as out:
+            np.save(out, offsets)
+
     meta = {
         "format": FORMAT,
         "version": 1,
         "dtype": dtype,
         "tokens": int(offsets[-1]),
         "documents": len(offsets) - 1,
-        "file_bytes": file_bytes,
-        "file_mtime_ns": file_mtime_ns,
+        "file_bytes": os.path.getsize(path),
+        "file_digest": file_digest(path),
+        "file_mtime_ns": os.stat(path).st_mtime_ns,  # informational
         **extra,
     }
-    with open(stem + ".json.partial", "w", encoding="utf-8") as out:
-        json.dump(meta, out)
-    os.replace(stem + ".json.partial", stem + ".json")
+
+    def save_meta(temporary: str) -> None:
+        with open(temporary, "w", encoding="utf-8") as out:
+            json.dump(meta, out)
+
+    _write_atomically(stem + ".npy", save_offsets)
+    _write_atomically(stem + ".json", save_meta)
 
 
 def read_meta(stem: str) -> dict[str, Any] | None:
@@ -101,22 +143,28 @@ def load(path: str, stem: str, dtype: str | None) -> TokenIndex | None:
         return None
     found = checked_dtype(meta["dtype"], path)
     if dtype is not None and checked_dtype(dtype, path) != found:
-        raise ValueError(f"{path}: its index says {found} token ids, but dtype={dtype!r} was given")
+        raise ValueError(
+            f"{path}: its index {stem}.json says {found} token ids, but dtype={dtype!r} was given"
+        )
     offsets = np.load(stem + ".npy", mmap_mode="r")
     check_offsets(path, offsets, token_count(path, found), where=stem + ".npy")
-    if meta.get("file_bytes") != os.path.getsize(path) or not _same_version(meta, path):
+    if not _same_content(meta, path):
         raise ValueError(
-            f"{stem}.npy does not match {path}: it indexes {meta.get('file_bytes')} bytes "
-            f"written at {meta.get('file_mtime_ns')}, the file has {os.path.getsize(path)} "
-            f"bytes written at {os.stat(path).st_mtime_ns} (rewritten since?)"
+            f"{stem}.npy does not match {path}: it indexes a file of {meta.get('file_bytes')} "
+            f"bytes with digest {meta.get('file_digest')}, the file has "
+            f"{os.path.getsize(path)} bytes with digest {file_digest(path)} (rewritten since?)"
         )
     return TokenIndex(found, offsets)
 
 
-def _same_version(meta: dict[str, Any], path: str) -> bool:
-    """The index was made from this version of the file (a file rewritten with the same size
-    has another modification time)."""
-    return meta.get("file_mtime_ns") == os.stat(path).st_mtime_ns
+def _same_content(meta: dict[str, Any], path: str) -> bool:
+    """The index was made from this file's content: the same size, and the same digest (or,
+    for an index from before digests, the same modification time)."""
+    if meta.get("file_bytes") != os.path.getsize(path):
+        return False
+    if os.stat(path).st_mtime_ns == meta.get("file_mtime_ns") and "file_digest" not in meta:
+        return True
+    return meta.get("file_digest") == file_digest(path)
 
 
 def check_offsets(path: str, offsets: np.ndarray, tokens: int, where: str) -> None:
@@ -137,13 +185,13 @@ def check_offsets(path: str, offsets: np.ndarray, tokens: int, where: str) -> No
 def scanned(path: str, dtype: str, eos_id: int, cache_dir: str | None) -> TokenIndex:
     """The documents of ``path`` ended by ``eos_id`` (each keeps its end token), from a cached
     scan when one matches the file, else scanned now (one pass) and cached."""
-    for stem in _scan_stems(path, eos_id, cache_dir):
+    for stem in _scan_stems(path, eos_id, dtype, cache_dir):
         meta = read_meta(stem)
         if (
             meta
             and meta.get("eos_id") == eos_id
-            and meta.get("file_bytes") == os.path.getsize(path)
-            and _same_version(meta, path)
+            and meta.get("dtype") == dtype
+            and _same_content(meta, path)
         ):
             index = load(path, stem, dtype)
             if index is not None:
@@ -157,7 +205,7 @@ def scanned(path: str, dtype: str, eos_id: int, cache_dir: str | None) -> TokenI
     if cuts[-1] != len(tokens):  # text after the last end token is a document too
         cuts = np.append(cuts, len(tokens))
     del tokens
-    for stem in _scan_stems(path, eos_id, cache_dir):
+    for stem in _scan_stems(path, eos_id, dtype, cache_dir):
         try:
             os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
             write_index(stem, dtype, cuts, path, eos_id=eos_id)
@@ -167,9 +215,11 @@ def scanned(path: str, dtype: str, eos_id: int, cache_dir: str | None) -> TokenI
     return TokenIndex(dtype, cuts)
 
 
-def _scan_stems(path: str, eos_id: int, cache_dir: str | None) -> list[str]:
-    """Where a scan's index may be: beside the file, then in the cache directory."""
+def _scan_stems(path: str, eos_id: int, dtype: str, cache_dir: str | None) -> list[str]:
+    """Where a scan's index may be: beside the file, then in the cache directory; keyed by
+    the end id and the dtype (the same bytes read as other ids have other documents)."""
     absolute = os.path.abspath(path)
     digest = hashlib.sha1(absolute.encode()).hexdigest()[:16]
     cache = os.path.join(cache_dir or DEFAULT_CACHE, f"{digest}-{os.path.basename(path)}")
-    return [f"{path}.eos{eos_id}.idx", f"{cache}.eos{eos_id}.idx"]
+    key = f"eos{eos_id}.{dtype}"
+    return [f"{path}.{key}.idx", f"{cache}.{key}.idx"]

@@ -15,10 +15,13 @@ from .tokens import TokenFile, as_paths
 
 class TokenWindows(Dataset[dict[str, np.ndarray]]):
     """Window i is ``{"inputs": t[s : s + seq_len], "targets": t[s + 1 : s + seq_len + 1]}``
-    with ``s = i * stride`` over one file's tokens (``stride`` defaults to ``seq_len``: every
-    token is an input once). Read-only views of a memory map, in the file's dtype. As a
-    map-style dataset it is shuffled by the loader's sampler, the same for any num_workers,
-    and resumed exactly by ``state_dict()``: what nanoGPT's random ``get_batch`` is not.
+    with ``s = i * stride`` over one file's tokens, for every s whose window and targets fit
+    in the file (``stride`` defaults to ``seq_len``: windows do not overlap, and each token is
+    an input at most once; the file's last tokens that make no whole window, up to
+    ``seq_len`` of them, are not read, as nanoGPT's ``get_batch`` never starts there).
+    Read-only views of a memory map, in the file's dtype. As a map-style dataset it is
+    shuffled by the loader's sampler, the same for any num_workers, and resumed exactly by
+    ``state_dict()``: what nanoGPT's random ``get_batch`` is not.
     ``dtype`` is needed only for a file without an index."""
 
     def __init__(

@@ -30,14 +30,22 @@ def write_tokens(
     dtype: Any = "uint16",
     vocab_size: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    overwrite: bool = False,
 ) -> str:
     """Write ``documents`` (sequences of token ids) to the token file ``path`` and its index
     (``<path>.idx.npy`` / ``.json``), for :class:`TokenDataset`. Ids must fit ``dtype``
     (``uint16`` or ``uint32``) and lie below ``vocab_size`` when it is given; the error names
-    the document. ``progress(documents, tokens)`` is called as they are written. Returns the
+    the document. ``progress(documents, tokens)`` is called as they are written. A finished
+    token file (with its index) at ``path`` is refused unless ``overwrite=True``. Returns the
     path."""
     path = os.fspath(path)
     name = _index.checked_dtype(dtype, path)
+    finished = _index.sidecar(path) + ".json"
+    if not overwrite and os.path.exists(path) and os.path.exists(finished):
+        raise FileExistsError(
+            f"{path} is already a finished token file (its index {finished} is there): pass "
+            "overwrite=True to replace it"
+        )
     limit = min(np.iinfo(name).max + 1, vocab_size if vocab_size is not None else 1 << 62)
     partial = path + ".partial"
     done, tokens = _resume(partial, name)

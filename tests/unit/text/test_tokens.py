@@ -106,7 +106,7 @@ def test_documents_found_by_their_end_token_and_the_scan_cached(tmp_path) -> Non
     ds = TokenDataset(path, dtype="uint16", eos_id=50_000)
     assert len(ds) == 30
     assert ds[4].tolist() == [*docs[4].tolist(), 50_000]
-    assert os.path.exists(path + ".eos50000.idx.npy")
+    assert os.path.exists(path + ".eos50000.uint16.idx.npy")
     again = TokenDataset(path, dtype="uint16", eos_id=50_000)
     np.testing.assert_array_equal(again.lengths, ds.lengths)
 
