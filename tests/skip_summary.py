@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from typing import Any
 
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
-_NEEDS = re.compile(r"^(?:needs ([\w.-]+)|([\w.-]+) is not installed)$")
+# "needs jax", "torch is not installed", "Ray is not installed (pip install ...)"
+_NEEDS = re.compile(r"^(?:needs ([\w.-]+)|([\w.-]+) is not installed)(?: \(.*\))?$")
 _EXTRA = re.compile(r"^([A-Za-z0-9_.-]+)[^;]*;\s*extra\s*==\s*['\"]([^'\"]+)['\"]")
 
 

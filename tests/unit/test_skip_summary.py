@@ -74,3 +74,13 @@ def test_a_run_ends_with_the_summary(tmp_path) -> None:
         '  pip install -e ".[jax]"                   1  (jax)',
         "  pip install flowloader_absent_package     1  (flowloader_absent_package)",
     ]
+
+
+def test_the_ray_tests_skip_is_counted() -> None:
+    """tests/ray_cluster skips as a whole, with the install command in its reason."""
+    optional = {**OPTIONAL, "ray": ["ray-test", "ray"]}
+    reason = "Skipped: Ray is not installed (pip install 'flowloader[ray]')"
+    assert skip_summary.summary([reason], optional) == [
+        "1 skipped for a missing optional package; to run them:",
+        '  pip install -e ".[ray-test]"     1  (Ray)',
+    ]
