@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 
@@ -319,3 +320,51 @@ def test_the_read_back_line_names_the_image_member() -> None:
         "flowloader.vision.datasets.ImageShards('out', image_key='png')"
     )
     assert read_back("out", ["jpeg", "jpg"]).startswith("flowloader.shards.ShardedDataset('out')")
+
+
+def test_ctrl_c_in_bench_prints_what_it_measured(tiny_mnist) -> None:
+    """SIGINT during the runs: the rows measured are printed, and the exit is 130."""
+    # in-process runs: no shared-memory finalizer for the signal to land in (Python ignores a
+    # KeyboardInterrupt raised inside one)
+    command = ["bench", tiny_mnist, "--seconds", "1", "--workers", "0,0,0"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flowloader", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # the second run's last progress line: by then the first run's row is kept
+        lines = [process.stderr.readline() for _ in range(2)]
+        assert "workers=0" in lines[1], lines
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, err
+    assert "interrupted; the runs measured so far:" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith("mnist ")]
+    assert rows, out
+    assert rows[0][1] == "0"  # the workers=0 run
+
+
+def test_one_pipeline_makes_only_its_own_builtin_data(monkeypatch) -> None:
+    from flowloader.cli import bench
+
+    made = []
+    monkeypatch.setattr(bench.sample_data, "builtin", lambda kind: made.append(kind) or kind)
+    options = bench.Options(
+        root=None,
+        pipelines=["imagenet-train"],
+        batch_size=4,
+        workers=[0],
+        seconds=1.0,
+        epochs=None,
+        json=False,
+        compare=None,
+        plot=None,
+    )
+    assert bench.roots_for(options) == {"imagenet-train": "imagenet-like"}
+    assert made == ["imagenet-like"]

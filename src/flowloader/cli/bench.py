@@ -48,10 +48,10 @@ class Options:
 
 def roots_for(options: Options) -> dict[str, str]:
     """pipeline -> dataset root (the cached built-in data when no PATH was given)."""
-    if options.root is None:
-        image_root = sample_data.builtin("imagenet-like")
-        mnist_root = sample_data.builtin("mnist")
-        return {p: mnist_root if p == "mnist" else image_root for p in options.pipelines}
+    if options.root is None:  # only the built-in data the chosen pipelines read is made
+        kinds = {p: "mnist" if p == "mnist" else "imagenet-like" for p in options.pipelines}
+        made = {kind: sample_data.builtin(kind) for kind in dict.fromkeys(kinds.values())}
+        return {p: made[kind] for p, kind in kinds.items()}
     require_directory(options.root)
     kind = pipelines.kind_of(options.root)
     for pipeline in options.pipelines:
@@ -254,15 +254,21 @@ def run(options: Options) -> int:
     if options.compare == "torch":
         sides["torch"] = _torch_modules()
     roots = roots_for(options)
-    records = []
-    for pipeline, root in roots.items():
-        for workers in options.workers:
-            for library, modules in sides.items():
-                record = run_once(library, pipeline, root, workers, options, modules)
-                record["image_backend"] = image_backend()
-                records.append(record)
-                if options.json:
-                    print(json.dumps(record), flush=True)
+    records: list[dict[str, Any]] = []
+    try:
+        for pipeline, root in roots.items():
+            for workers in options.workers:
+                for library, modules in sides.items():
+                    record = run_once(library, pipeline, root, workers, options, modules)
+                    record["image_backend"] = image_backend()
+                    records.append(record)
+                    if options.json:
+                        print(json.dumps(record), flush=True)
+    except KeyboardInterrupt:  # what was measured is kept: shown, then the usual exit
+        if records and not options.json:
+            print("\ninterrupted; the runs measured so far:")
+            print("\n".join(format_table(records)))
+        raise
     if not options.json:
         print()
         print("\n".join(format_table(records)))
