@@ -3,6 +3,8 @@ to loading them one by one, with the one-by-one path wherever the batch array ca
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -148,3 +150,45 @@ def test_an_mnist_subclass_overriding_getitem_keeps_its_samples(tmp_path) -> Non
     assert images.shape == (4, 1, 28, 28)
     assert targets.tolist() == ds.targets[:4].tolist()
     assert indices.tolist() == [0, 1, 2, 3]
+
+
+def val_folder(root: str) -> datasets.ImageFolder:
+    return datasets.ImageFolder(
+        root, transform=T.Compose([T.CenterCrop(24), T.ToTensor(), T.Normalize(MEAN, STD)])
+    )
+
+
+def test_a_read_ahead_that_raises_leaves_each_sample_to_read_its_file(photos, monkeypatch) -> None:
+    """A batch's files read together (native.read_files) raising part-way: the samples read
+    their own files, and the batch is the same."""
+    expected = next(iter(fl.DataLoader(val_folder(photos), batch_size=6)))
+    from flowloader.vision.datasets import folder
+
+    def fails(paths, limit):
+        raise MemoryError("")
+
+    monkeypatch.setattr(folder.native, "read_files", fails)
+    got = next(iter(fl.DataLoader(val_folder(photos), batch_size=6)))
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
+
+
+@pytest.mark.skipif(
+    open("/proc/sys/vm/overcommit_memory").read().strip() != "0",  # noqa: SIM115
+    reason="a 64 GiB allocation must be refused (heuristic overcommit)",
+)
+def test_a_file_too_big_to_read_is_an_error_naming_the_sample(tmp_path) -> None:
+    """A 64 GiB sparse .jpg in a batch (shared/REVIEW-WAVE4.md R11): the error names the
+    sample and its path, as ds[i] does, not a bare MemoryError."""
+    root = tmp_path / "photos"
+    datasets.make_image_folder(str(root), num_classes=1, images_per_class=3, size=(40, 30))
+    huge = next(root.iterdir()) / "zz_huge.jpg"
+    with open(huge, "wb") as stream:
+        stream.truncate(64 << 30)
+    if os.stat(huge).st_blocks > 1024:
+        pytest.skip("this filesystem has no sparse files")
+    ds = val_folder(str(root))
+    with pytest.raises(Exception, match=r"sample 3 .*zz_huge\.jpg") as single:
+        ds[3]
+    with pytest.raises(type(single.value), match=r"sample 3 .*zz_huge\.jpg"):
+        next(iter(fl.DataLoader(ds, batch_size=4)))

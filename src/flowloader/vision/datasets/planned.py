@@ -4,6 +4,7 @@ straight into one array."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -72,7 +73,7 @@ class PlannedImageDataset(VisionDataset):
         targets = np.empty(len(indices), dtype=np.int64)
         generators = _generators(plan, rngs)
         seeds = rngs.seeds if isinstance(rngs, SampleRngs) else None
-        contents = self._read_ahead(indices)
+        contents = _until_it_fails(self._read_ahead(indices))
         try:
             for k, index in enumerate(indices):
                 rng = None if generators is None else generators[k]
@@ -89,6 +90,15 @@ class PlannedImageDataset(VisionDataset):
         if isinstance(images, list):  # the images did not fit one array
             return [(image, int(target)) for image, target in zip(images, targets, strict=True)]
         return CollatedSamples((images, targets), lambda k: (images[k], int(targets[k])))
+
+
+def _until_it_fails(contents: Iterator[bytes | None]) -> Iterator[bytes | None]:
+    """The files read ahead, and None from the first read that raises (a file too big to
+    hold, say) on: each of those samples then reads its own file, whose error names it."""
+    with contextlib.suppress(Exception):
+        yield from contents
+    while True:
+        yield None
 
 
 def _generators(plan: Plan, rngs: Sequence[Any] | None) -> Sequence[Any] | None:
