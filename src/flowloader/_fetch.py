@@ -16,6 +16,7 @@ from . import stats
 from ._skip import SkippedSample, skipped_from
 from .batching import Allocate, Declared, call_getitems, declared, load_one_by_one
 from .collate import collate, default_collate, default_collate_fn_map
+from .errors import name_sample
 from .randomness import SampleRngs, SampleSeeds, sample_context
 
 
@@ -97,6 +98,9 @@ class MapFetcher:
         except self.skip as error:
             self.skipped.append(skipped_from(error, index, self.dataset))
             raise EmptyBatch from None
+        except Exception as error:
+            name_sample(error, index, self.dataset)
+            raise
 
     def _load_one_by_one(self, indices: Any, seeds: SampleSeeds | None) -> list[Any]:
         failed: list[tuple[int, Exception]] = []

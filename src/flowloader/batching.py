@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import name_sample
 from .randomness import SampleRngs, sample_context
 
 __all__ = [
@@ -181,6 +182,9 @@ def load_one_by_one(
             except skip as error:
                 assert skipped is not None
                 skipped.append((i, error))
+            except Exception as error:
+                name_sample(error, i, dataset)
+                raise
     return samples
 
 

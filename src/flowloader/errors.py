@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
 __all__ = [
     "LoaderTimeoutError",
     "SharedMemoryError",
@@ -42,3 +45,19 @@ class TooManySkippedError(RuntimeError):
 
 class SkippedSampleWarning(UserWarning):
     """A sample was dropped under the DataLoader's ``skip_errors`` policy."""
+
+
+# The attribute that carries, on an exception, which sample raised it.
+_FAILED_SAMPLE = "_flowloader_sample"
+
+
+def name_sample(error: BaseException, index: Any, dataset: Any) -> None:
+    """Mark ``error`` as raised by sample ``index`` of ``dataset`` (the outermost load that
+    lets it pass is the one named: the loader's own dataset where it loads one by one)."""
+    with contextlib.suppress(AttributeError, TypeError):  # a type without attributes
+        setattr(error, _FAILED_SAMPLE, f"sample {index!r} of {type(dataset).__name__}")
+
+
+def failed_sample(error: BaseException) -> str | None:
+    """Which sample raised ``error`` (name_sample), or None."""
+    return getattr(error, _FAILED_SAMPLE, None)

@@ -90,6 +90,7 @@ def test_an_error_keeps_its_type_traceback_and_indices_and_the_epoch_goes_on() -
     message = str(caught.value)
     assert "Caught ValueError in DataLoader worker 1" in message
     assert "dataset indices [4, 5, 6, 7]" in message
+    assert "raised by sample 5 of Failing" in message
     assert "cannot decode sample 5" in message
     assert "Traceback" in message
     assert [b.tolist() for b in iterator] == [[8, 9, 10, 11], [12, 13, 14, 15]]

@@ -4,6 +4,7 @@ worker's traceback; the loader can go on after them, as PyTorch's does."""
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -22,11 +23,40 @@ def test_exception_keeps_type_and_names_worker_indices_and_traceback() -> None:
         next(iterator)
     message = str(caught.value)
     assert "DataLoader worker 1" in message
-    assert "[4, 5, 6, 7]" in message
+    assert "raised by sample 5 of Failing; the batch's dataset indices [4, 5, 6, 7]" in message
     assert "Traceback" in message
     assert "in __getitem__" in message
     # Later batches still arrive.
     assert next(iterator).tolist() == [8, 9, 10, 11]
+
+
+class Quiet(fl.Dataset):
+    """Sample 6 raises an error that does not say which sample it is."""
+
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, index: int) -> int:
+        if index == 6:
+            raise ValueError("bad header")
+        return index
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes came in Python 3.11")
+def test_without_workers_the_error_notes_which_sample_raised_it() -> None:
+    iterator = iter(fl.DataLoader(Quiet(), batch_size=4))
+    next(iterator)
+    with pytest.raises(ValueError, match=r"^bad header") as caught:
+        next(iterator)
+    assert caught.value.__notes__ == [
+        "flowloader.DataLoader: raised by sample 6 of Quiet loading dataset indices [4, 5, 6, 7]"
+    ]
+
+
+def test_a_worker_error_names_the_sample_that_raised_it() -> None:
+    loader = fl.DataLoader(Quiet(), batch_size=4, num_workers=2)
+    with pytest.raises(ValueError, match="bad header; raised by sample 6 of Quiet; the batch"):
+        list(loader)
 
 
 def test_key_error_message_stays_readable() -> None:

@@ -12,7 +12,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import WorkerError
+from ..errors import WorkerError, failed_sample
 
 
 class _KeyErrorMessage(str):
@@ -32,6 +32,7 @@ class RemoteError:
     indices: Any
     where: str
     summary: str = ""  # the error's own first line, which names the sample and file where known
+    sample: str | None = None  # which sample of the batch raised it, where the loader knows
 
     @classmethod
     def capture(
@@ -52,15 +53,18 @@ class RemoteError:
             indices=indices,
             where=where,
             summary=_first_line(error),
+            sample=failed_sample(error),
         )
 
     def message(self) -> str:
         """The first line says what failed (the error's own first line: the sample and its
         file, where the dataset names them) before the batch's indices and the traceback."""
         summary = f": {self.summary}" if self.summary else ""
+        sample = f"; raised by {self.sample}" if self.sample else ""
         return (
             f"Caught {self.type_name} in DataLoader worker {self.worker_id} (pid {self.pid}) "
-            f"{self.where}{summary}; dataset indices {_describe_indices(self.indices)}.\n"
+            f"{self.where}{summary}{sample}; the batch's dataset indices "
+            f"{_describe_indices(self.indices)}.\n"
             f"Original {self.traceback_text}"
         )
 

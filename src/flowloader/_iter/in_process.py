@@ -8,6 +8,7 @@ from typing import Any
 from .. import stats
 from .._fetch import EmptyBatch, make_fetcher, stop_in_map_style
 from .._plan import LoadPlan
+from ..errors import failed_sample
 from ..randomness import SampleSeeds
 from .events import Assignment, Emptied, Event, Failed, Loaded, StreamEnded
 
@@ -52,6 +53,7 @@ class InProcessTransport:
         except EmptyBatch:
             return Emptied(task_id, 0, tuple(self._fetcher.skipped))
         except Exception as error:  # raised as it is, in its batch's place
+            _say_where(error, assignment.indices)
             return Failed(task_id, 0, error)
         finally:
             stats.set_clock(previous)
@@ -70,3 +72,13 @@ class InProcessTransport:
 
     def shutdown(self, grace_s: float | None = None) -> None:
         self._queued.clear()
+
+
+def _say_where(error: BaseException, indices: Any) -> None:
+    """Add to the error's traceback (a note, Python 3.11 on) which sample raised it, where the
+    loader knows, and the batch's indices: the error itself is raised as it is."""
+    add_note = getattr(error, "add_note", None)
+    if callable(add_note):
+        sample = failed_sample(error)
+        by = f" by {sample}" if sample else ""
+        add_note(f"flowloader.DataLoader: raised{by} loading dataset indices {indices!r}")
