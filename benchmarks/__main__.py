@@ -52,6 +52,7 @@ SUITES = {
         False,
     ),
     "worker_memory": ("Worker memory with two million file paths (issue 4)", False),
+    "kept_labels": ("A loop that keeps every batch's labels (issue 38)", False),
     "stats_overhead": ("Cost of the always-on statistics (issue 5)", False),
     "checkpoint_cost": ("Cost of DataLoader.state_dict() (issue 6)", False),
     "soak": ("Soak: 500 epochs, does anything grow? (issue 13)", False),

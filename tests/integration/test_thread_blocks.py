@@ -53,6 +53,7 @@ def thread_loader(dataset: Rows, num_workers: int) -> fl.DataLoader:
 @pytest.fixture
 def min_block_bytes(monkeypatch):
     """Lower the block threshold to the bytes given."""
+    monkeypatch.setattr(buffers, "SMALL_ARRAY_BYTES", -1)  # every array in the block
     return lambda nbytes: monkeypatch.setattr(buffers, "MIN_BLOCK_BYTES", nbytes)
 
 

@@ -20,7 +20,7 @@ def build(buffers: BatchBuffers, value: float) -> tuple[np.ndarray, int]:
 
 
 def test_the_first_batch_measures_the_rest_reuse_one_block() -> None:
-    buffers = BatchBuffers(min_bytes=0)
+    buffers = BatchBuffers(min_bytes=0, small_bytes=-1)
     first, address = build(buffers, 1)
     assert address == 0  # no block yet: the first batch is ordinary memory
     second, address = build(buffers, 2)
@@ -38,7 +38,7 @@ def test_the_first_batch_measures_the_rest_reuse_one_block() -> None:
 
 
 def test_a_view_the_consumer_keeps_keeps_the_block() -> None:
-    buffers = BatchBuffers(min_bytes=0)
+    buffers = BatchBuffers(min_bytes=0, small_bytes=-1)
     build(buffers, 0)
     batch, address = build(buffers, 5)
     kept = batch[1:2]
@@ -50,13 +50,13 @@ def test_a_view_the_consumer_keeps_keeps_the_block() -> None:
 
 
 def test_batches_too_small_to_gain_use_ordinary_memory() -> None:
-    buffers = BatchBuffers(min_bytes=1 << 20)
+    buffers = BatchBuffers(min_bytes=1 << 20, small_bytes=-1)
     build(buffers, 0)  # the first batch (16 KB) is measured
     assert buffers.arena() is None
 
 
 def test_a_large_batch_after_small_ones_gets_blocks() -> None:
-    buffers = BatchBuffers(min_bytes=1 << 20)
+    buffers = BatchBuffers(min_bytes=1 << 20, small_bytes=-1)
     build(buffers, 0)  # the first batch (16 KB) is measured: too small
     *ordinary, arena = [buffers.arena() for _ in range(MEASURE_EVERY)]
     assert ordinary == [None] * (MEASURE_EVERY - 1)  # one batch in MEASURE_EVERY is measured

@@ -56,17 +56,32 @@ def test_tree_split_and_join_round_trip() -> None:
 
 
 def test_encode_decode_round_trip_and_release(pool) -> None:
-    batch = sample_batch()
+    """Large leaves view the segment (released when the last is dropped); small ones are
+    copies, so a loop that keeps them keeps no segment."""
+    batch = {**sample_batch(), "images": np.ones((2, 128, 128), np.float32)}
     encoded = encode(batch, pool, arena=None)
     assert encoded.segment_name is not None
     cache, dropped = SegmentCache(), []
     decoded = decode(pickle.loads(pickle.dumps(encoded)), cache, dropped.append)
     assert_same_tree(decoded, batch)
-    assert decoded["x"].base is decoded["strided"].base
+    assert decoded["images"].base is not None  # a view of the segment
+    assert decoded["x"].base is None  # 48 bytes: a copy
     assert dropped == []
+    kept = decoded["x"]
     del decoded
     gc.collect()
+    assert dropped == [encoded.segment_name]  # the small leaf kept holds nothing
+    assert kept.tolist() == batch["x"].tolist()
+    cache.close()
+
+
+def test_a_batch_of_small_leaves_gives_its_segment_back_at_once(pool) -> None:
+    encoded = encode(sample_batch(), pool, arena=None)
+    cache, dropped = SegmentCache(), []
+    decoded = decode(pickle.loads(pickle.dumps(encoded)), cache, dropped.append)
+    gc.collect()
     assert dropped == [encoded.segment_name]
+    assert_same_tree(decoded, sample_batch())
     cache.close()
 
 

@@ -124,6 +124,17 @@ class SegmentCache:
         self.forget(tuple(self._segments))
 
 
+# Leaves up to this size are copied out of the batch's segment when it is opened: a loop that
+# keeps each batch's labels (labels.append(y)) would otherwise keep every batch's whole
+# segment, images and all. A copy of a few kilobytes costs a microsecond or two.
+SMALL_LEAF_BYTES = 64 << 10
+
+
+def held_batches() -> int:
+    """Batches handed out whose segments the program still holds (some array of each)."""
+    return len(_watched)
+
+
 def decode(encoded: tuple[Any, ...], cache: SegmentCache, on_drop: Callable[[str], None]) -> Any:
     """The batch with its arrays viewing the shared segment (no copy). ``on_drop(name)`` runs
     once the consumer has dropped every array of the batch."""
@@ -135,8 +146,11 @@ def decode(encoded: tuple[Any, ...], cache: SegmentCache, on_drop: Callable[[str
     for offset, shape, dtype, tensor in leaves:
         # one constructor call, not a slice, a view and a reshape; its base is `region`
         array = np.ndarray(shape, dtype, region, offset)
+        if array.nbytes <= SMALL_LEAF_BYTES:  # its own memory: keeping it keeps no segment
+            array = array.copy()
         arrays.append(_torch.require_torch().from_numpy(array) if tensor else array)
-    # Every array's base is `region` (a tensor keeps its array), so it dies with the last.
+    # Every large array's base is `region` (a tensor keeps its array), so it dies with the
+    # last of them; a batch of small arrays only gives its segment back at once.
     _watch(region, on_drop, name)
     return tree.join(structure, arrays)
 

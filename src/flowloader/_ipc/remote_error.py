@@ -12,7 +12,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import WorkerError, failed_sample
+from ..errors import SharedMemoryError, WorkerError, failed_sample
+from .batch_codec import held_batches
 
 
 class _KeyErrorMessage(str):
@@ -72,6 +73,9 @@ class RemoteError:
         """The exception to raise in the main process."""
         message = self.message()
         exc_type = _load_type(self.type_pickle)
+        if exc_type is SharedMemoryError:
+            first, _, rest = message.partition("\n")
+            message = f"{first} {_held_batches_note()}\n{rest}"
         if exc_type is None:
             return WorkerError(message)
         if exc_type is KeyError:
@@ -99,6 +103,17 @@ def _first_line(error: BaseException, limit: int = 500) -> str:
         return ""
     first = lines[0] if lines else ""
     return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
+def _held_batches_note() -> str:
+    """What this program holds of the batches it was handed: each array kept (not a copy)
+    keeps its batch's whole segment."""
+    held = held_batches()
+    return (
+        f"This program still holds {held} batch(es) from flowloader's workers: an array kept "
+        "from a batch (not small ones, which are copies) keeps that batch's whole shared "
+        "memory; keep a copy of what you keep (x.copy()), or drop it, to give it back."
+    )
 
 
 def _describe_indices(indices: Any) -> str:

@@ -31,8 +31,11 @@ class Arena:
     """Bump allocation of arrays inside one segment, 64-byte aligned. It keeps a ledger of
     what it handed out, so the batch's encoder finds each array that is already in place."""
 
-    def __init__(self, segment: Any) -> None:
+    def __init__(self, segment: Any, small_bytes: int = -1) -> None:
         self.segment = segment  # a Segment, or anything with its array, address and capacity
+        # arrays up to this size are not placed here (None: np.empty makes them): a block
+        # handed over as it is, whose labels a loop keeps, would stay held with them
+        self.small_bytes = small_bytes
         self.used = 0
         self.wanted = 0  # bytes asked for, what did not fit included: the next batch's size
         self._handed_out: dict[int, tuple[int, int]] = {}  # address -> (offset, nbytes)
@@ -41,6 +44,8 @@ class Arena:
         """An uninitialised array in the segment, or None when it does not fit."""
         dtype = np.dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes <= self.small_bytes:
+            return None
         self.wanted = aligned(self.wanted) + nbytes
         start = aligned(self.used)
         if start + nbytes > self.segment.capacity:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._ipc import messages
+from .._ipc.batch_codec import SMALL_LEAF_BYTES
 from .._ipc.segment_pool import Arena, capacity_for
 from ..randomness import SampleSeeds
 from .allocator import MMAP_THRESHOLD_BYTES
@@ -33,6 +34,9 @@ from .body import WorkerBody, WorkerConfig
 # The smallest batch worth a block. Private: tests lower it to reach the blocks with small
 # batches. Read when a BatchBuffers is made, i.e. when a worker thread starts.
 MIN_BLOCK_BYTES = MMAP_THRESHOLD_BYTES
+# Arrays up to this size are made in ordinary memory, not in the block: a loop that keeps
+# each batch's labels would otherwise keep every block. Private, read as MIN_BLOCK_BYTES is.
+SMALL_ARRAY_BYTES = SMALL_LEAF_BYTES
 # While batches are too small, one in this many is measured again (in a memoryless arena that
 # only tallies what it is asked for): cheap, and later large batches still get blocks.
 MEASURE_EVERY = 64
@@ -67,12 +71,14 @@ class _Lease:
 
 class BatchBuffers:
     """A thread worker's blocks: one arena per batch, blocks reused once their batch is gone.
-    ``min_bytes``: the smallest batch worth a block (default MIN_BLOCK_BYTES)."""
+    ``min_bytes``: the smallest batch worth a block (default MIN_BLOCK_BYTES);
+    ``small_bytes``: arrays up to this size are left out of blocks (SMALL_ARRAY_BYTES)."""
 
-    def __init__(self, min_bytes: int | None = None) -> None:
+    def __init__(self, min_bytes: int | None = None, small_bytes: int | None = None) -> None:
         self._free: collections.deque[_Block] = collections.deque()
         # At least a byte: blocks are made to fit a batch measured first.
         self._min_bytes = max(MIN_BLOCK_BYTES if min_bytes is None else min_bytes, 1)
+        self._small_bytes = SMALL_ARRAY_BYTES if small_bytes is None else small_bytes
         self._size = 0  # the largest batch measured so far
         self._small_left = 0  # small batches to build in ordinary memory before measuring one
 
@@ -96,7 +102,7 @@ class BatchBuffers:
         block = self._take(capacity_for(self._size))
         lease = _Lease(block)
         weakref.finalize(lease.array, self._free.append, block)
-        return Arena(lease)
+        return Arena(lease, small_bytes=self._small_bytes)
 
     def _take(self, capacity: int) -> _Block:
         while True:  # a free block that fits; smaller ones (from smaller batches) are dropped
