@@ -28,6 +28,7 @@ import numpy as np
 import ray
 
 from .._ipc import messages, tree
+from .._ipc.batch_codec import SMALL_LEAF_BYTES
 from .._plan import LoadPlan
 from .._warn import warn_at_user
 from .._worker.ray_actor import RayWorker
@@ -90,9 +91,12 @@ def connect(num_workers: int) -> None:
 
 
 def _writable(array: np.ndarray) -> np.ndarray:
-    """A writable view of an array read from the object store (the loader's own object)."""
+    """A writable view of an array read from the object store (the loader's own object); a
+    small one (labels) as a copy, so that keeping it keeps no object in the store."""
     if array.flags.writeable:
         return array
+    if array.nbytes <= SMALL_LEAF_BYTES:
+        return array.copy()
     return np.asarray(_WritableView(array))
 
 
