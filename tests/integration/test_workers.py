@@ -100,12 +100,26 @@ def test_pin_memory_warns_with_workers_too() -> None:
         )
 
 
+class Pictures(fl.Dataset):
+    """Samples of 48 KiB: a batch of 4 is 192 KiB of images and 32 bytes of labels."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int):
+        return {"image": np.full((3, 64, 64), i, np.float32), "label": i}
+
+
 def test_batches_are_zero_copy_views_of_one_segment() -> None:
-    batch = next(iter(fl.DataLoader(Arrays(8), batch_size=4, num_workers=1)))
+    batch = next(iter(fl.DataLoader(Pictures(), batch_size=4, num_workers=1)))
     image, label = batch["image"], batch["label"]
-    assert image.base is not None
-    assert image.base is label.base  # one region of shared memory per batch
+    assert image.base is not None  # a view of the batch's shared memory
     assert image.flags.writeable
+    assert label.base is None  # small arrays are copies: keeping them keeps no segment
+    assert label.tolist() == [0, 1, 2, 3]
+    assert image[:, 0, 0, 0].tolist() == [0, 1, 2, 3]
+    small = next(iter(fl.DataLoader(Arrays(8), batch_size=4, num_workers=1)))
+    assert small["image"].base is None  # a batch of small arrays only: all copies
 
 
 class NoneSamples(fl.Dataset):
