@@ -20,7 +20,7 @@ import numpy as np
 
 from ..batching import fetch_many
 from ..dataset import Dataset
-from ..order import Read, epoch_of, order_changes, order_state
+from ..order import Read, epoch_of, hand_epoch, order_changes, order_state
 from ..permutation import name_hash, pass_keys, permute
 from .packing import LONG_DOCS, METHODS, BlockPlan, plan_block
 
@@ -101,13 +101,14 @@ class Packed(Dataset[dict[str, np.ndarray]]):
         ``shuffle=True``, and the wrapped dataset's epoch where it has one. The DataLoader
         calls it in the main process and in every worker, persistent or not."""
         epoch = int(epoch)
-        inner_set_epoch = getattr(self.dataset, "set_epoch", None)
-        inner_moves = callable(inner_set_epoch) and epoch_of(self.dataset) != epoch
-        if epoch == self.epoch and not inner_moves:
+        # None: nothing inside keeps an epoch (a Subset of token files forwards set_epoch to
+        # nothing), so its documents, and their lengths, are the same every epoch
+        inner_epoch = epoch_of(self.dataset)
+        if epoch == self.epoch and inner_epoch in (None, epoch):
             return
         self.epoch = epoch
-        if callable(inner_set_epoch):  # its documents may follow the epoch
-            inner_set_epoch(epoch)
+        if inner_epoch is not None:  # its documents follow the epoch
+            hand_epoch(self.dataset, epoch)
             self.lengths = document_lengths(self.dataset)
         elif not self.shuffle:
             return  # the same documents in the same order: the same rows

@@ -195,3 +195,25 @@ def test_a_pad_id_the_tokens_cannot_hold_is_refused_at_once() -> None:
     with pytest.raises(ValueError, match=r"pad_id=-100 does not fit the documents' uint16"):
         Packed(docs, 8, pad_id=-100)
     assert Packed(docs, 8).__getitems__([]) == []
+
+
+def test_documents_that_keep_no_epoch_are_measured_once() -> None:
+    """A Subset of token arrays forwards set_epoch to nothing: a new epoch re-plans shuffled
+    rows without reading every document again to measure it."""
+    reads = []
+
+    class Documents(fl.Dataset):
+        def __len__(self) -> int:
+            return 40
+
+        def __getitem__(self, i: int):
+            reads.append(i)
+            return np.arange(1 + i % 7)
+
+    packed = Packed(fl.Subset(Documents(), range(40)), 16, block=8, shuffle=True)
+    before = len(reads)
+    packed.set_epoch(1)
+    packed.set_epoch(2)
+    assert len(reads) == before  # no document read to re-measure
+    assert packed.epoch == 2
+    assert packed.audit()["tokens"] == sum(1 + i % 7 for i in range(40))
