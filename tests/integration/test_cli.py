@@ -305,13 +305,14 @@ def test_make_shards_says_how_to_read_them_back(tiny_images, tmp_path) -> None:
     assert line == "read them with: flowloader.vision.datasets.ImageShards('SHARDS')"
     assert PROGRESS_LINE.match(done.stderr.strip()), done.stderr
     script = (
-        f"import flowloader\nds = {line.removeprefix('read them with: ')}\nprint(len(ds), ds[0][1])"
+        f"import flowloader\nds = {line.removeprefix('read them with: ')}\n"
+        "print(len(ds), ds[0][1], *ds.classes)"
     )
     read = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60
     )
     assert read.returncode == 0, read.stderr
-    assert read.stdout.split() == ["12", "0"]
+    assert read.stdout.split() == ["12", "0", "class_000", "class_001"]
     assert len(datasets.ImageShards(str(tmp_path / "SHARDS" / "*.tar"))) == 12
 
 

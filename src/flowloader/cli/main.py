@@ -119,8 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
         "make-shards",
         help="pack an ImageFolder into WebDataset-format tar shards (resumable)",
         description="Write every image of the ImageFolder SRC, with its class index as 'cls', "
-        "into tar shards in DST (shard-000000.tar, ... with index files). A rerun keeps the "
-        "shards already complete. Every shard is read back and checked.",
+        "into tar shards in DST (shard-000000.tar, ... with index files), and the class names "
+        "into DST/classes.json. Files that are not readable images (not identified by Pillow, "
+        "damaged, or a truncated JPEG) are skipped and counted. A rerun keeps the shards "
+        "already complete. Every shard is read back and checked.",
     )
     shards.add_argument("source", metavar="SRC", help="an ImageFolder root")
     shards.add_argument("destination", metavar="DST", help="the directory for the shards")
@@ -129,6 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     shards.add_argument(
         "--max-size", type=_positive(int), default=1 << 30, help="bytes per shard (1 GiB)"
+    )
+    shards.add_argument(
+        "--strict",
+        action="store_true",
+        help="stop at the first file that is not a readable image instead of skipping it",
     )
     _add_make_tokens(commands)
     return parser
@@ -178,7 +185,7 @@ def _make_shards(args: argparse.Namespace) -> int:
     bar = Progress("make-shards", len(plan_image_folder(args.source)), "images")
     try:
         report = pack_image_folder(
-            args.source, args.destination, args.max_count, args.max_size, bar.update
+            args.source, args.destination, args.max_count, args.max_size, bar.update, args.strict
         )
     finally:
         bar.close()
@@ -186,6 +193,12 @@ def _make_shards(args: argparse.Namespace) -> int:
         f"{report.samples} samples in {len(report.shards)} shards in {args.destination} "
         f"({report.written} written, {report.kept} already complete)"
     )
+    if report.skipped:
+        count, (path, problem) = len(report.skipped), report.skipped[0]
+        what = "files that are not readable images"
+        if count == 1:
+            what = "file that is not a readable image"
+        print(f"skipped {count} {what} (first: {path}: {problem})")
     print(f"read them with: {read_back(args.destination, report.extensions)}")
     return 0
 

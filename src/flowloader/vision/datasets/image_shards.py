@@ -1,16 +1,27 @@
-"""ImageShards: (image, label) samples from WebDataset-format tar shards, like ImageFolder."""
+"""ImageShards: (image, label) samples from WebDataset-format tar shards, like ImageFolder.
+
+The class names travel beside the shards in ``classes.json`` (:data:`CLASSES_FILE`), which
+``flowloader make-shards`` writes into the shards' folder: a JSON object whose ``"classes"``
+is the list of class names in index order (``{"classes": ["cat", "dog"]}``: label 0 is
+"cat"). Shards without it (made by other tools) have no ``classes`` / ``class_to_idx``.
+"""
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from flowloader.shards import ShardedDataset
+from flowloader.shards import ShardedDataset, remote
+from flowloader.shards.urls import is_remote, local_path
 
 from ..decode import located
 from ..plan import Plan
 from .planned import PlannedImageDataset
+
+CLASSES_FILE = "classes.json"
 
 
 class ImageShards(PlannedImageDataset):
@@ -23,7 +34,9 @@ class ImageShards(PlannedImageDataset):
     straight into one array. Other keyword arguments go to
     :class:`flowloader.shards.ShardedDataset` (``cache_dir``, ``storage_options``, ...).
     Shards made by ``flowloader make-shards`` from an ImageFolder have ``jpg`` (or the
-    image's own extension) and ``cls`` members.
+    image's own extension) and ``cls`` members, and ``classes`` / ``class_to_idx`` as the
+    ImageFolder had them, read on first use from the ``classes.json`` beside the first shard
+    (through fsspec or HTTP for remote shards; present only when that file can be found).
     """
 
     def __init__(
@@ -68,5 +81,53 @@ class ImageShards(PlannedImageDataset):
         except Exception as error:
             raise located(error, where, index) from error
 
+    @property
+    def classes(self) -> list[str]:
+        """The class names in label order, as ImageFolder's ``classes``; AttributeError
+        when no class record lies beside the first shard."""
+        if self._recorded_classes is None:
+            raise AttributeError(
+                f"these shards carry no class names: there is no {CLASSES_FILE} beside "
+                f"{self.shards.urls[0]} (flowloader make-shards records one when it packs an "
+                "ImageFolder)"
+            )
+        return self._recorded_classes
+
+    @property
+    def class_to_idx(self) -> dict[str, int]:
+        """Class name -> label, as ImageFolder's ``class_to_idx`` (AttributeError as
+        :attr:`classes`)."""
+        return {name: index for index, name in enumerate(self.classes)}
+
+    @functools.cached_property
+    def _recorded_classes(self) -> list[str] | None:
+        """The class names recorded beside the first shard, or None; read once, on first
+        use, so that making the dataset costs no extra read."""
+        return read_classes(self.shards.urls[0], self.shards.cache.storage_options)
+
     def extra_repr(self) -> str:
         return f"Shards: {len(self.shards.urls)}"
+
+
+def read_classes(shard: str, storage_options: dict[str, Any] | None = None) -> list[str] | None:
+    """The class names in the :data:`CLASSES_FILE` in the folder of ``shard`` (a path or URL),
+    or None when there is none."""
+    if is_remote(shard):
+        where = f"{shard.rsplit('/', 1)[0]}/{CLASSES_FILE}"
+        data = remote.read_small(where, storage_options)
+    else:
+        where = os.path.join(os.path.dirname(local_path(shard)), CLASSES_FILE)
+        try:
+            with open(where, "rb") as stream:
+                data = stream.read()
+        except FileNotFoundError:
+            data = None
+    if data is None:
+        return None
+    try:
+        classes = json.loads(data)["classes"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{where} is not a class record ({error})") from error
+    if not isinstance(classes, list) or not all(isinstance(name, str) for name in classes):
+        raise ValueError(f"{where} is not a class record: 'classes' is not a list of names")
+    return classes
