@@ -113,3 +113,21 @@ def served_from_another_process(
     finally:
         process.terminate()
         process.join()
+
+
+@contextmanager
+def local_s3_server() -> Iterator[str]:
+    """A real S3-compatible server (moto's) on 127.0.0.1 for the test's length; yields its
+    endpoint URL. Skips the test where moto or s3fs is not installed."""
+    import pytest
+
+    pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        assert host == "127.0.0.1", f"the S3 server listens on {host}, not loopback"
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()

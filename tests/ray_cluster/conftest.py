@@ -35,14 +35,15 @@ from . import datasets  # noqa: E402
 ray.cloudpickle.register_pickle_by_value(datasets)
 
 LOOPBACK = "127.0.0.1"
-# The loader's actors go to the worker nodes: each has room for two of them.
+# The loader's actors go to the worker nodes: each has room for two of them (and for one
+# actor of the README's Ray recipe, which asks for a CPU and its "preprocess" resource).
 LOADER_RESOURCE = "loader_node"
 ON_WORKER_NODES = {"num_cpus": 0, "resources": {LOADER_RESOURCE: 1}}
 NODE_ARGS: dict[str, Any] = {
     "num_cpus": 1,
     "node_ip_address": LOOPBACK,
     "object_store_memory": 96 << 20,
-    "resources": {LOADER_RESOURCE: 2},
+    "resources": {LOADER_RESOURCE: 2, "preprocess": 2},
 }
 # A node removed without grace is declared dead within about a second; objects nobody holds
 # are freed within 0.1 s (Ray batches frees, once a second by default).
@@ -105,9 +106,16 @@ class LocalCluster:
     def kill_node(self, node_id: str) -> None:
         """Remove a worker node at once (its raylet and actors killed), then add a new one,
         as an autoscaler would."""
+        self.remove_node(node_id)
+        self.add_worker_node()
+
+    def remove_node(self, node_id: str) -> None:
+        """Remove a worker node at once (its raylet and actors killed), nothing added."""
         node = self.node_of(node_id)
         self.worker_nodes.remove(node)
         self.cluster.remove_node(node, allow_graceful=False)
+
+    def add_worker_node(self) -> None:
         self.worker_nodes.append(self.cluster.add_node(**NODE_ARGS))
         assert_loopback_cluster()
 

@@ -274,13 +274,14 @@ class Epoch:
             f"indices: {pending}.{hint}"
         )
 
-    def timeout_error(self) -> LoaderTimeoutError:
-        """The error for a wait past ``timeout``: it names the indices still pending."""
+    def timeout_error(self, why: str = "") -> LoaderTimeoutError:
+        """The error for a wait past ``timeout``: it names the indices still pending, and
+        ``why`` the wait may have been long (what the transport knows)."""
         pending = {w: self._dispatcher.pending(w) for w in range(self._dispatcher.num_workers)}
         by_worker = {w: indices for w, indices in pending.items() if indices}
         return LoaderTimeoutError(
             f"DataLoader timed out after {self.plan.timeout} seconds waiting for a batch; "
-            f"dataset indices still pending, by worker: {by_worker}"
+            f"dataset indices still pending, by worker: {by_worker}" + (f". {why}" if why else "")
         )
 
     # -- handing out batches --------------------------------------------------------------

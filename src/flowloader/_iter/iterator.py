@@ -265,8 +265,10 @@ class DataLoaderIterator:
                 continue
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
+                waiting_for = getattr(transport, "waiting_for", None)  # Ray: unplaced actors
+                error = epoch.timeout_error(waiting_for() if waiting_for else "")
                 self.shutdown(grace_s=0.0)
-                raise epoch.timeout_error()
+                raise error
             self._receive(remaining)
 
     def _receive(self, timeout: float | None) -> None:

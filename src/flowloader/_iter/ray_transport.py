@@ -9,7 +9,10 @@ object lives exactly as long as the arrays the consumer holds (no growth over ep
 actor's death (its process killed, its node gone) fails its calls with ``RayActorError``:
 one WorkerDied, after every reply it finished. Ray restarts nothing and re-runs nothing
 (``max_restarts=0``, ``max_task_retries=0``): the Epoch alone decides what is loaded again,
-so no batch can come twice.
+so no batch can come twice. One exception, decided here: an actor that died before it
+answered at all (its node lost before Ray noticed, so it ran no task) and not by an error in
+its creation is placed again with its tasks, without counting as a restart. Actors that no
+node can ever hold are refused before they are created (ray_placement.py).
 
 Arrays read from the object store are read-only views of it; the loader owns each object
 (nobody else holds its reference), so they are handed out writable, as with the other
@@ -33,6 +36,7 @@ from .._plan import LoadPlan
 from .._warn import warn_at_user
 from .._worker.ray_actor import RayWorker
 from .events import Assignment, Event, Failed, WorkerDied, from_reply
+from .ray_placement import check_placeable
 from .transport import worker_config
 
 # "ModuleNotFoundError: No module named 'x'": the last such line of a creation task's error.
@@ -40,6 +44,8 @@ _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b: ")
 _TERMINAL_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
 # A blocking wait is cut into slices this long, to notice actors the cluster cannot place.
 PLACEMENT_CHECK_S = 30.0
+# How many times one worker's actor is placed again after being lost before it started.
+PLACE_AGAIN = 3
 DEFAULT_ACTOR_OPTIONS = {"num_cpus": 1}
 # For the local instance the loader starts. Ray frees dropped objects in batches, once a
 # second by default; until then their memory cannot be reused, so every batch is written to
@@ -56,6 +62,8 @@ FIXED_ACTOR_OPTIONS = {
 }
 
 _said_how_connected = False
+# The GCS address of the local instance the loader started (None: it started none).
+_started_address: str | None = None
 
 
 def connect(num_workers: int) -> None:
@@ -63,7 +71,7 @@ def connect(num_workers: int) -> None:
     ``RAY_ADDRESS`` names, or else start a new local instance (on loopback only, without the
     dashboard or usage statistics, with room for ``num_workers`` actors however many cores
     this machine has, as processes would oversubscribe them); say which, once."""
-    global _said_how_connected
+    global _said_how_connected, _started_address
     if ray.is_initialized():
         return
     address = os.environ.get("RAY_ADDRESS")
@@ -82,12 +90,20 @@ def connect(num_workers: int) -> None:
             _system_config=LOCAL_SYSTEM_CONFIG,
         )
         how = "started a local Ray instance on this machine"
+        _started_address = ray.get_runtime_context().gcs_address
     if not _said_how_connected:
         _said_how_connected = True
         warn_at_user(
             f"worker_method='ray': Ray was not initialized, so the loader {how}. To choose "
             "the cluster, call ray.init(address=...) before iterating over the DataLoader."
         )
+
+
+def started_here() -> bool:
+    """True when the cluster this process uses is the local instance the loader started."""
+    return _started_address is not None and ray.get_runtime_context().gcs_address == (
+        _started_address
+    )
 
 
 def _writable(array: np.ndarray) -> np.ndarray:
@@ -118,17 +134,19 @@ def _opened(batch: Any) -> Any:
 
 
 class _Call:
-    """An actor call in flight: whose, from which pass, and what it was."""
+    """An actor call in flight: whose, from which pass, and what it was (a task's message,
+    to send again if its actor is lost before it starts)."""
 
-    __slots__ = ("generation", "kind", "task_id", "worker_id")
+    __slots__ = ("generation", "kind", "task", "worker_id")
 
-    def __init__(self, worker_id: int, generation: int, kind: str, task_id: int = -1) -> None:
-        self.worker_id, self.generation, self.kind, self.task_id = (
-            worker_id,
-            generation,
-            kind,
-            task_id,
-        )
+    def __init__(
+        self, worker_id: int, generation: int, kind: str, task: messages.Task | None = None
+    ) -> None:
+        self.worker_id, self.generation, self.kind, self.task = worker_id, generation, kind, task
+
+    @property
+    def task_id(self) -> int:
+        return -1 if self.task is None else self.task.task_id
 
 
 class RayTransport:
@@ -150,6 +168,7 @@ class RayTransport:
         # store are read-only views of it).
         self._shared: Any = ray.put(pickled)
         options = {**DEFAULT_ACTOR_OPTIONS, **(plan.ray_options or {}), **FIXED_ACTOR_OPTIONS}
+        check_placeable(options, plan.num_workers, started_here())
         self._actor_class: Any = ray.remote(RayWorker).options(**options)
         self._options = options
         self._calls: dict[Any, _Call] = {}  # ObjectRef -> call, oldest first
@@ -158,6 +177,7 @@ class RayTransport:
         self._described: dict[int, tuple[int, str, str, str]] = {}
         self._generation = 0
         self._placement_warned = False
+        self._placed_again = [0] * plan.num_workers
         self._closed = False
         for worker_id in range(plan.num_workers):
             self._start(worker_id)
@@ -173,8 +193,11 @@ class RayTransport:
             task = messages.Task(
                 self._generation, a.task_id, a.indices, epoch_seed=a.epoch_seed, epoch=a.epoch
             )
-            ref = self._actors[a.worker_id].run.remote(task)
-            self._calls[ref] = _Call(a.worker_id, self._generation, "task", a.task_id)
+            self._send_task(a.worker_id, task)
+
+    def _send_task(self, worker_id: int, task: messages.Task) -> None:
+        ref = self._actors[worker_id].run.remote(task)
+        self._calls[ref] = _Call(worker_id, self._generation, "task", task)
 
     def receive(self, timeout: float | None) -> list[Event]:
         ready = self._wait(timeout)
@@ -220,7 +243,8 @@ class RayTransport:
         warn_at_user(
             f"worker_method='ray': actors {unplaced} have not started after "
             f"{PLACEMENT_CHECK_S:.0f} s; the cluster may have no room for actor options "
-            f"{self._options} (available now: {ray.available_resources()})",
+            f"{self._options} (available now: {ray.available_resources()}); it waits for "
+            "an autoscaler to add a node (DataLoader(timeout=...) bounds the wait)",
             RuntimeWarning,
         )
 
@@ -231,6 +255,9 @@ class RayTransport:
         except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as error:
             # The actor is gone, or the node that held its finished reply (which cannot be
             # made again without running the task again: the Epoch's choice).
+            if self._lost_before_start(worker_id, error):
+                self._place_again(worker_id, call, error)
+                return None
             return self._died(worker_id, error)
         if call.kind == "describe":
             self._described[worker_id] = reply
@@ -247,6 +274,46 @@ class RayTransport:
         if call.kind != "task" or call.generation != self._generation:
             return None
         return Failed(call.task_id, call.worker_id, error, fatal=True)
+
+    def _lost_before_start(self, worker_id: int, error: BaseException) -> bool:
+        """True for an actor that never answered (so ran no task) and died for a reason
+        outside the user's code: its node gone before Ray noticed, not an exception in its
+        creation. Such an actor is placed again, at most PLACE_AGAIN times per worker."""
+        return (
+            worker_id not in self._described
+            and isinstance(error, ray.exceptions.RayActorError)
+            and not error.actor_init_failed
+            and self._placed_again[worker_id] < PLACE_AGAIN
+        )
+
+    def _place_again(self, worker_id: int, failed: _Call, error: BaseException) -> None:
+        """A new actor for ``worker_id`` runs the tasks its lost actor never ran, in order;
+        not a restart (no batch was loaded, none is loaded twice)."""
+        calls = [failed] + [c for c in self._calls.values() if c.worker_id == worker_id]
+        tasks = sorted(
+            (c.task for c in calls if c.task is not None and c.generation == self._generation),
+            key=lambda task: task.task_id,
+        )
+        self._placed_again[worker_id] += 1
+        self.restart(worker_id)
+        for task in tasks:
+            self._send_task(worker_id, task)
+        warn_at_user(
+            f"worker_method='ray': the actor of worker {worker_id} was lost before it started "
+            f"({_cause(error)}); placed it again with its {len(tasks)} task(s) (not counted "
+            "as a worker restart: it had loaded nothing)",
+            RuntimeWarning,
+        )
+
+    def waiting_for(self) -> str:
+        """Why a wait may be long: the actors that have not started (for timeout errors)."""
+        unplaced = [w for w in range(len(self._actors)) if w not in self._described]
+        if not unplaced:
+            return ""
+        return (
+            f"Ray actors {unplaced} had not started: the cluster had no room for actor "
+            f"options {self._options} (available: {ray.available_resources()})"
+        )
 
     def _died(self, worker_id: int, error: BaseException) -> WorkerDied:
         """The actor is gone: one WorkerDied; its other calls are dropped (they fail too)."""

@@ -12,7 +12,7 @@ import pytest
 from flowloader.shards import RemoteShardError, ShardCache, ShardedDataset, write_shards
 from flowloader.shards.tar_index import INDEX_SUFFIX
 
-from ...shard_server import ShardServer
+from ...shard_server import ShardServer, local_s3_server
 from .conftest import numbered_samples
 
 
@@ -131,20 +131,12 @@ def test_prefetch_fetches_in_the_background(served, tmp_path) -> None:
 
 @pytest.fixture(scope="module")
 def s3():
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    assert host == "127.0.0.1", f"the S3 server listens on {host}, not loopback"
-    endpoint = f"http://{host}:{port}"
-    options = {
-        "key": "testing",
-        "secret": "testing",
-        "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
-    }
-    yield options
-    server.stop()
+    with local_s3_server() as endpoint:
+        yield {
+            "key": "testing",
+            "secret": "testing",
+            "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+        }
 
 
 def test_s3_shards_through_fsspec(s3, tmp_path) -> None:

@@ -4,6 +4,7 @@ downloaded at run time here."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 import pickle
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 
 from .idx import encode_idx
 from .vision import VisionDataset
@@ -61,6 +62,12 @@ def natural_image(rng: np.random.Generator, width: int, height: int) -> Image.Im
     return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
 
 
+@functools.cache
+def _digit_font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    """Pillow's default font at ``size``, loaded once (loading it took 2/3 of a digit)."""
+    return ImageFont.load_default(size)
+
+
 def digit_image(rng: np.random.Generator, label: int) -> np.ndarray:
     """A 28x28 uint8 drawing of ``label``: bold, roughly centred, with random size, offset
     and a little noise (MNIST-like enough to learn from)."""
@@ -72,7 +79,7 @@ def digit_image(rng: np.random.Generator, label: int) -> np.ndarray:
         (14 + dx, 14 + dy),
         str(label),
         fill=255,
-        font_size=size,
+        font=_digit_font(size),
         anchor="mm",
         stroke_width=1,
         stroke_fill=255,
