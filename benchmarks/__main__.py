@@ -47,6 +47,10 @@ SUITES = {
         False,
     ),
     "permutation": ("The keyed permutation: orders, uniformity and cost (issue 37)", False),
+    "tables": (
+        "Parquet tables: in sequence, shuffled, block-shuffled, and HF datasets (issue 39)",
+        False,
+    ),
     "packing": (
         "Token packing against Grain, nanoGPT windows and token-file indexes (issue 27)",
         False,

@@ -1,6 +1,7 @@
-"""A real HTTP server on 127.0.0.1 serving a directory, with byte ranges, a per-request
-latency, a bandwidth cap, and injectable faults (a connection dropped mid-file, a truncated
-file). The shard tests use it, and so does benchmarks/shards.py."""
+"""A real HTTP server on 127.0.0.1 serving a directory, with byte ranges (the bytes sent
+counted), a per-request latency, a bandwidth cap, and injectable faults (a connection dropped
+mid-file, a truncated file). The shard and table tests use it, and so does
+benchmarks/shards.py."""
 
 from __future__ import annotations
 
@@ -25,11 +26,22 @@ class ShardServer:
         self.truncate: dict[str, int] = {}  # name -> bytes to serve (Content-Length too)
         self.gets: Counter[str] = Counter()
         self.ranges: Counter[str] = Counter()
+        self.bytes_sent: Counter[str] = Counter()  # name -> bytes of bodies sent
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def log_message(self, *args: object) -> None:
                 pass
+
+            def do_HEAD(self) -> None:
+                path = os.path.join(server.directory, self.path.lstrip("/"))
+                if not os.path.isfile(path):
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(os.path.getsize(path)))
+                self.send_header("Accept-Ranges", "bytes")
+                self.end_headers()
 
             def do_GET(self) -> None:
                 name = self.path.lstrip("/")
@@ -52,6 +64,7 @@ class ShardServer:
                     self.send_response(200)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
+                server.bytes_sent[name] += len(data)
                 if server.drop_next[name] > 0:
                     server.drop_next[name] -= 1
                     self.wfile.write(data[: len(data) // 2])

@@ -18,10 +18,11 @@ LAYERS = [
     {"errors", "_compat", "stats", "_warn"},
     {"_seed", "_ipc", "randomness", "_skip", "order", "permutation"},
     {"batching", "dataset", "sampler", "distributed", "collate", "_fetch", "_output", "mixture"},
+    {"block_shuffle"},
     {"_worker"},
     {"_state", "_plan", "_iter"},
     {"dataloader", "sharding"},
-    {"shards", "text"},
+    {"shards", "text", "tables"},
     {"__init__", "__main__", "utils", "vision", "cli"},
 ]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ._iter.iterator import DataLoaderIterator
 from ._worker.info import WorkerInfo, get_worker_info
+from .block_shuffle import BlockShuffleSampler
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
 from .dataset import (
@@ -39,6 +40,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BatchSampler",
+    "BlockShuffleSampler",
     "ChainDataset",
     "ConcatDataset",
     "DataLoader",
@@ -70,7 +72,7 @@ __all__ = [
 assert __all__ == sorted(__all__)
 
 # Public subpackages reached as attributes without their own import statement.
-_LAZY_SUBPACKAGES = frozenset({"shards", "text", "utils", "vision"})
+_LAZY_SUBPACKAGES = frozenset({"shards", "tables", "text", "utils", "vision"})
 
 
 def __getattr__(name: str) -> Any:

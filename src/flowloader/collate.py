@@ -89,11 +89,26 @@ def collate_numpy_array_fn(
     return np.stack(batch, out=allocate((len(batch), *first.shape), dtype))
 
 
+def _no_nulls(batch: Sequence[Any]) -> None:
+    """Values with a None among them (a table's null) cannot be stacked: say which."""
+    nulls = [i for i, x in enumerate(batch) if x is None]
+    if not nulls:
+        return
+    other = next((i for i, x in enumerate(batch) if x is not None), None)
+    where = "" if other is None else f" where element {other} is a {type(batch[other]).__name__}"
+    raise CollateTypeError(
+        f"default_collate: batch elements {nulls} are None (a missing value, such as a "
+        f"table's null){where}; fill them in the dataset or pass a collate_fn that handles them"
+    )
+
+
 def collate_numpy_scalar_fn(batch: list[Any], *, collate_fn_map: Any = None) -> np.ndarray:
+    _no_nulls(batch)
     return np.array(batch)
 
 
 def collate_float_fn(batch: list[float], *, collate_fn_map: Any = None) -> np.ndarray:
+    _no_nulls(batch)
     return np.array(batch, dtype=np.float64)
 
 
@@ -101,6 +116,7 @@ def collate_int_fn(batch: list[int], *, collate_fn_map: Any = None) -> np.ndarra
     """Python ints -> int64; all bools -> bool; ints mixed with floats -> float32 (torch's rule)."""
     if all(type(x) is bool for x in batch):
         return np.array(batch, dtype=np.bool_)
+    _no_nulls(batch)
     array = np.array(batch)
     if array.dtype.kind in "bi":
         return array.astype(np.int64, copy=False)
@@ -213,6 +229,7 @@ def _dispatch(batch: Sequence[Any], rules: _Rules, path: tuple) -> Any:
         if isinstance(elem, tuple):
             return columns  # tuples become lists, as in PyTorch
         return _rebuild_sequence(elem, columns)
+    _no_nulls(batch)
     raise CollateTypeError(_UNSUPPORTED.format(type(elem)))
 
 

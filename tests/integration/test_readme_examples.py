@@ -77,6 +77,7 @@ SETUPS: dict[str, Setup] = {
 }
 IN_THE_RAY_STEP = 'worker_method="ray"'  # tests/ray_cluster/test_ray_placement.py runs it
 NEEDS_TORCH = "import flowloader.utils.data"
+NEEDS_PYARROW = "import pyarrow"
 
 
 def setup_of(block: Block) -> Setup | None:
@@ -99,6 +100,8 @@ def test_the_readme_block_runs_as_pasted(block: Block, tmp_path) -> None:
         pytest.skip("runs against the loopback Ray cluster: tests/ray_cluster")
     if NEEDS_TORCH in block.code:
         pytest.importorskip("torch")
+    if NEEDS_PYARROW in block.code:
+        pytest.importorskip("pyarrow", reason="needs pyarrow (pip install 'flowloader[tables]')")
     setup = setup_of(block)
     with setup(tmp_path) if setup else contextlib.nullcontext({}) as env:
         run_block(block, tmp_path, env)

@@ -1,13 +1,13 @@
 """The resume contract as a property: random compositions of orders (a Mixture with schedules
-and every stopping rule, read by a sequential, shuffled or distributed sampler or by a
-MixtureBatchSampler, bare or inside Subset, ConcatDataset or Packed; 0 or 2 workers, threads
-or (one draw in ten) processes, persistent or not) and random chains of 1-3 runs, each
-resumed from the state the one before saved, with the configuration changed between them
-(made longer, a new stage, reweighted from the start). Every resume is either refused with a
-ValueError, or the chain's batches are exactly those of one uninterrupted run of the final
-configuration: nothing lost, repeated or moved. Where the order reads positions in sequence
-over a bare Mixture, a refusal must also be needed: the batches already delivered differ
-from the final configuration's.
+and every stopping rule, read by a sequential, shuffled, distributed or block-shuffled
+sampler or by a MixtureBatchSampler, bare or inside Subset, ConcatDataset or Packed; 0 or 2
+workers, threads or (one draw in ten) processes, persistent or not) and random chains of 1-3
+runs, each resumed from the state the one before saved, with the configuration changed
+between them (made longer, a new stage, reweighted from the start). Every resume is either
+refused with a ValueError, or the chain's batches are exactly those of one uninterrupted run
+of the final configuration: nothing lost, repeated or moved. Where the order reads positions
+in sequence over a bare Mixture, a refusal must also be needed: the batches already
+delivered differ from the final configuration's.
 
 300 chains here; ``-m slow`` runs 10,000 (docs/design/resume.md)."""
 
@@ -40,8 +40,8 @@ class Config:
     shuffle_sources: bool
     seed: int
     wrapper: str  # none, subset, concat, packed
-    # sequential, shuffled, distributed, distributed_shuffled, mixture_batches (one rank),
-    # mixture_batches_by_rank (two)
+    # sequential, shuffled, distributed, distributed_shuffled, block_shuffled (one rank),
+    # block_shuffled_by_rank (two), mixture_batches (one rank), mixture_batches_by_rank (two)
     sampler: str
     batch_size: int
     workers: int
@@ -69,7 +69,8 @@ class Config:
     @property
     def ranks(self) -> range:
         """The ranks of a distributed order (each reads its own part), else one."""
-        return range(2 if self.sampler.startswith(("distributed", "mixture_batches_")) else 1)
+        by_rank = ("distributed", "mixture_batches_", "block_shuffled_by_rank")
+        return range(2 if self.sampler.startswith(by_rank) else 1)
 
     def loader(self, rank: int = 0) -> fl.DataLoader:
         mix = self.mixture()
@@ -92,6 +93,12 @@ class Config:
                 mix, self.batch_size, num_replicas=ranks, rank=rank, drop_last=ranks > 1
             )
             return fl.DataLoader(dataset, batch_sampler=batches, **options)
+        if self.sampler.startswith("block_shuffled"):
+            ranks = len(self.ranks)
+            sampler = fl.BlockShuffleSampler(
+                dataset, block_size=3, window=2, seed=self.seed, num_replicas=ranks, rank=rank
+            )
+            return fl.DataLoader(dataset, self.batch_size, sampler=sampler, **options)
         if self.sampler.startswith("distributed"):
             sampler = fl.DistributedSampler(
                 dataset, 2, rank, shuffle=self.sampler.endswith("shuffled"), seed=self.seed
@@ -141,6 +148,7 @@ def configs(draw: st.DrawFn) -> Config:
     num_samples = draw(st.integers(8, 60)) if stopping == "never" else None
     wrapper = draw(st.sampled_from(["none", "none", "subset", "concat", "packed"]))
     samplers = ["sequential", "shuffled", "distributed", "distributed_shuffled"]
+    samplers += ["block_shuffled", "block_shuffled_by_rank"]
     if wrapper == "none":
         samplers += ["mixture_batches", "mixture_batches_by_rank"]
     workers = draw(st.sampled_from([0, 2]))

@@ -1,0 +1,23 @@
+"""Tables as map-style datasets: Parquet files (local or remote), Arrow IPC files and
+``datasets``' ``save_to_disk`` folders. Needs pyarrow (``pip install "flowloader[tables]"``);
+``import flowloader`` does not import it.
+
+A table is random access by row, so everything the loader guarantees holds: the same batches
+for any ``num_workers`` and worker method, exact resume, ``DistributedSampler``. A batch's
+rows are read together (``__getitems__``), row group by row group;
+:class:`flowloader.BlockShuffleSampler` shuffles while keeping row groups together.
+"""
+
+from __future__ import annotations
+
+try:
+    import pyarrow  # noqa: F401
+except ImportError as error:  # pragma: no cover - the message is the point
+    raise ImportError(
+        'flowloader.tables needs pyarrow: pip install "flowloader[tables]"'
+    ) from error
+
+from .arrow import ArrowDataset
+from .parquet import ParquetDataset
+
+__all__ = ["ArrowDataset", "ParquetDataset"]

@@ -1,0 +1,164 @@
+"""What every table dataset shares: rows stored in blocks (Parquet row groups, Arrow record
+batches), each converted once to NumPy columns and kept in a cache bounded in bytes, a
+batch's rows gathered from the blocks it touches and returned in the order asked.
+
+Each process (worker) has its own cache: a dataset travels to workers without it. Threads
+share one, behind a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .._warn import warn_at_user
+from ..dataset import Dataset
+from ..order import Read
+from . import values
+
+DEFAULT_CACHE_BYTES = 256 << 20
+_NOT_PICKLED = (
+    "_lock",
+    "_cache",
+    "_charges",
+    "_cached_bytes",
+    "decoded_blocks",
+    "_evictions",
+    "_warned",
+)
+
+
+class BlockTable(Dataset[dict[str, Any]]):
+    """A table whose rows are stored in blocks. Subclasses set ``_block_starts`` (the first
+    row of each block, then the row count) and ``cache_bytes``, read a block with
+    ``_read_block`` and name their files; then call ``_setup_cache()``."""
+
+    _block_starts: np.ndarray
+    cache_bytes: int
+
+    def _read_block(self, block: int) -> pa.Table:
+        raise NotImplementedError
+
+    def file_names(self) -> list[str]:
+        """The names of the table's files, in order."""
+        raise NotImplementedError
+
+    def file_rows(self) -> list[int]:
+        """Rows per file, in order."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return int(self._block_starts[-1])
+
+    def block_sizes(self) -> list[int]:
+        """Rows per block, in order (the blocks :class:`flowloader.BlockShuffleSampler`
+        keeps together)."""
+        return np.diff(self._block_starts).tolist()
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """The rows at ``indices``, in that order; each block they touch read once."""
+        positions = self._positions(indices)
+        if not positions.size:
+            return []
+        blocks = np.searchsorted(self._block_starts, positions, side="right") - 1
+        touched, which = np.unique(blocks, return_inverse=True)
+        columns = [self._columns(block) for block in touched.tolist()]
+        local = positions - self._block_starts[blocks]
+        return values.rows(values.gather(columns, which.reshape(-1), local))
+
+    def _positions(self, indices: Sequence[int]) -> np.ndarray:
+        positions = np.asarray(indices, dtype=np.int64).reshape(-1)
+        n = len(self)
+        if positions.size and (positions.min() < -n or positions.max() >= n):
+            bad = int(positions[(positions < -n) | (positions >= n)][0])
+            raise IndexError(f"index {bad} is out of range for a table of {n} rows")
+        return np.where(positions < 0, positions + n, positions)
+
+    # -- the cache ------------------------------------------------------------------------
+
+    def _setup_cache(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[int, values.Columns] = OrderedDict()
+        self._charges: dict[int, int] = {}  # block -> the bytes it is counted for
+        self._cached_bytes = 0
+        self.decoded_blocks = 0  # blocks read and converted by this process (cache misses)
+        self._evictions = 0
+        self._warned = False
+
+    def _columns(self, block: int) -> values.Columns:
+        """Block ``block``'s selected columns as NumPy, from the cache or read."""
+        with self._lock:
+            found = self._cache.get(block)
+            if found is not None:
+                self._cache.move_to_end(block)
+                return found
+        table = self._read_block(block)
+        columns = values.numpy_columns(table)
+        # What the block holds, counted high: Arrow's buffers (the strings' bytes among
+        # them) and the NumPy arrays (the object arrays' pointers; views counted twice).
+        charge = table.nbytes + values.nbytes(columns)
+        with self._lock:
+            self._cache[block] = columns
+            self._charges[block] = charge
+            self._cached_bytes += charge
+            self.decoded_blocks += 1
+            while self._cached_bytes > self.cache_bytes and len(self._cache) > 1:
+                dropped, _ = self._cache.popitem(last=False)
+                self._cached_bytes -= self._charges.pop(dropped)
+                self._evictions += 1
+            thrashing = self._evictions > 2 * (len(self._block_starts) - 1) + 8
+            warn, self._warned = thrashing and not self._warned, self._warned or thrashing
+        if warn:
+            warn_at_user(
+                f"{type(self).__name__}: {self.decoded_blocks} block reads for a table of "
+                f"{len(self._block_starts) - 1} blocks in this process: the order jumps "
+                f"between blocks that the cache ({self.cache_bytes >> 20} MiB) cannot keep, "
+                "so each is read again for a few rows. flowloader.BlockShuffleSampler reads "
+                "each about once per epoch; or raise cache_bytes.",
+                RuntimeWarning,
+            )
+        return columns
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in _NOT_PICKLED}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._setup_cache()
+
+    # -- the resume contract (docs/design/resume.md) --------------------------------------
+
+    def order_state(self) -> dict[str, Any]:
+        """The files and their row counts, so that a resume notices a changed table."""
+        return {
+            "format": f"flowloader.tables.{type(self).__name__}",
+            "files": self.file_names(),
+            "rows": self.file_rows(),
+        }
+
+    def order_changes(self, saved: dict[str, Any], read: Read) -> list[str]:
+        """The files holding rows below the prefix read (every file, without a prefix) must
+        be the same files with as many rows; files after it may be added or change."""
+        now = self.order_state()
+        if not isinstance(saved, dict) or saved.get("format") != now["format"]:
+            return [f"the state does not describe a {type(self).__name__}"]
+        differences, start = [], 0
+        for k, (name, rows) in enumerate(zip(saved["files"], saved["rows"], strict=True)):
+            if read.prefix is not None and start >= read.prefix:
+                break
+            if k >= len(now["files"]) or (now["files"][k], now["rows"][k]) != (name, rows):
+                have = "nothing" if k >= len(now["files"]) else now["files"][k]
+                differences.append(f"table file {k} was {name} ({rows} rows), now {have}")
+            start += rows
+        if read.prefix is None and len(now["files"]) != len(saved["files"]):
+            had, has = len(saved["files"]), len(now["files"])
+            differences.append(f"the table had {had} files, now {has}")
+        return differences

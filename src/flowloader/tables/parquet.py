@@ -1,0 +1,136 @@
+"""ParquetDataset: the rows of Parquet files as a map-style dataset.
+
+Its length and the row-group index come from the files' footers, read once when the dataset
+is made (no data read). A batch's rows are read row group by row group: the indices are
+grouped by the row group that holds them, each touched row group's selected columns are read
+once (column projection: the other columns are neither read nor fetched) and kept in a cache
+bounded in bytes, and the rows come back in the order asked. So a sampler that visits row
+groups together (``flowloader.BlockShuffleSampler``) decodes each about once per epoch.
+
+Each process (worker) has its own cache: the dataset travels to workers without it. Threads
+share one, behind a lock. Files are opened for each row group read with the footer already
+parsed, so nothing stays open between reads and a remote footer is fetched once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .blocks import DEFAULT_CACHE_BYTES, BlockTable
+from .sources import Files, resolve
+
+
+class ParquetDataset(BlockTable):
+    """Row ``i`` of the Parquet files ``source`` names, as a dict of the ``columns`` selected
+    (all by default): numbers as NumPy scalars, lists as NumPy arrays, strings as ``str``,
+    binary as ``bytes``, nulls as None.
+
+    ``source``: a file, a list of files, a folder (its ``*.parquet``, recursively, sorted), a
+    glob, or a URL (``s3://``, ``gs://``, ``http(s)://``: through fsspec, with
+    ``storage_options``; or pass an fsspec ``filesystem`` for plain paths). ``cache_bytes``
+    bounds the decoded row groups each worker keeps.
+    """
+
+    def __init__(
+        self,
+        source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        columns: Sequence[str] | None = None,
+        *,
+        filesystem: Any = None,
+        storage_options: dict[str, Any] | None = None,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
+        if int(cache_bytes) < 0:
+            raise ValueError(f"cache_bytes should be >= 0, got {cache_bytes}")
+        self.files: Files = resolve(source, (".parquet", ".parq"), filesystem, storage_options)
+        self.cache_bytes = int(cache_bytes)
+        self._footers = [self._footer(path) for path in self.files.paths]
+        full = self._footers[0].schema.to_arrow_schema()
+        self.columns = list(full.names) if columns is None else _checked(columns, full, self)
+        self.schema: pa.Schema = pa.schema([full.field(name) for name in self.columns])
+        for path, footer in zip(self.files.paths[1:], self._footers[1:], strict=True):
+            _same_schema(self, path, footer.schema.to_arrow_schema())
+        sizes = [
+            (f, g, footer.row_group(g).num_rows)
+            for f, footer in enumerate(self._footers)
+            for g in range(footer.num_row_groups)
+        ]
+        self._group_file = np.array([f for f, _, _ in sizes], dtype=np.int64)
+        self._group_in_file = np.array([g for _, g, _ in sizes], dtype=np.int64)
+        counts = np.array([n for _, _, n in sizes], dtype=np.int64)
+        self._block_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._setup_cache()
+
+    @property
+    def column_names(self) -> list[str]:
+        return list(self.columns)
+
+    def file_rows(self) -> list[int]:
+        return [footer.num_rows for footer in self._footers]
+
+    def _read_block(self, group: int) -> pa.Table:
+        f, g = int(self._group_file[group]), int(self._group_in_file[group])
+        path = self.files.paths[f]
+        try:
+            with self.files.open(path) as handle:
+                reader = pq.ParquetFile(handle, metadata=self._footers[f])
+                return reader.read_row_group(g, columns=self.columns, use_threads=False)
+        except (OSError, pa.ArrowException) as error:
+            raise OSError(
+                f"{self.files.name(path)}: cannot read row group {g} "
+                f"({type(error).__name__}: {error})"
+            ) from error
+
+    def _footer(self, path: str) -> pq.FileMetaData:
+        try:
+            with self.files.open(path) as handle:
+                return pq.ParquetFile(handle).metadata
+        except FileNotFoundError:
+            raise
+        except (OSError, pa.ArrowException) as error:
+            raise ValueError(
+                f"{self.files.name(path)} is not a readable Parquet file "
+                f"({type(error).__name__}: {error})"
+            ) from error
+
+    def file_names(self) -> list[str]:
+        return [os.path.basename(path) for path in self.files.paths]
+
+    def __repr__(self) -> str:
+        return (
+            f"ParquetDataset({len(self)} rows in {len(self.files.paths)} files, "
+            f"{len(self._group_file)} row groups, columns {self.columns})"
+        )
+
+
+def _checked(columns: Sequence[str], schema: pa.Schema, dataset: ParquetDataset) -> list[str]:
+    if isinstance(columns, str):
+        raise TypeError(f"columns should be a list of column names, got the string {columns!r}")
+    missing = [name for name in columns if name not in schema.names]
+    if missing:
+        first = dataset.files.name(dataset.files.paths[0])
+        raise ValueError(f"{first}: no column {missing}; the table's columns are {schema.names}")
+    return list(columns)
+
+
+def _same_schema(dataset: ParquetDataset, path: str, schema: pa.Schema) -> None:
+    """Every file has the selected columns with the first file's types."""
+    first = dataset.files.name(dataset.files.paths[0])
+    for name in dataset.columns:
+        if name not in schema.names:
+            raise ValueError(
+                f"{dataset.files.name(path)} has no column {name!r} (the first file, {first}, "
+                f"has it); its columns are {schema.names}"
+            )
+        kind, expected = schema.field(name).type, dataset.schema.field(name).type
+        if kind != expected:
+            raise ValueError(
+                f"{dataset.files.name(path)}: column {name!r} is {kind}, but {expected} in the "
+                f"first file, {first}"
+            )

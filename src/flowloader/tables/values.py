@@ -1,0 +1,127 @@
+"""Arrow columns as the values a row hands out: numbers as NumPy scalars, lists and
+fixed-size lists of numbers as NumPy arrays, strings as ``str``, binary as ``bytes``, nulls
+as ``None``; other types (structs, lists of strings) as Arrow's Python values.
+
+A block (a row group, a record batch) is converted once, column by column, into NumPy
+arrays: numbers without nulls as they are (a view of Arrow's memory where Arrow allows),
+fixed-size lists as 2-D arrays, everything else as object arrays of ready values. Gathering a
+batch's rows from blocks is then NumPy indexing, and a row is a dict of one element of each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pt
+
+Columns = dict[str, np.ndarray]
+
+
+def numpy_columns(table: pa.Table) -> Columns:
+    """Every column of ``table`` as one NumPy array of its rows' values."""
+    return {name: _column(table.column(name)) for name in table.column_names}
+
+
+def rows(columns: Columns) -> list[dict[str, Any]]:
+    """The rows of gathered ``columns`` as dicts, column order kept."""
+    names = list(columns)
+    values = [list(columns[name]) for name in names]
+    return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
+
+
+def gather(blocks: Sequence[Columns], which: np.ndarray, local: np.ndarray) -> Columns:
+    """The rows ``local[k]`` of ``blocks[which[k]]``, in the order of k."""
+    if len(blocks) == 1:
+        if local.size and local[-1] - local[0] == local.size - 1 and np.all(np.diff(local) == 1):
+            part: Any = slice(int(local[0]), int(local[-1]) + 1)  # a run: views, no copy
+        else:
+            part = local
+        return {name: column[part] for name, column in blocks[0].items()}
+    order = np.argsort(which, kind="stable")
+    bounds = np.searchsorted(which[order], np.arange(len(blocks) + 1))
+    back = np.empty_like(order)
+    back[order] = np.arange(order.size)
+    out = {}
+    for name in blocks[0]:
+        parts = [
+            block[name][local[order[bounds[b] : bounds[b + 1]]]] for b, block in enumerate(blocks)
+        ]
+        out[name] = _concatenate(parts)[back]
+    return out
+
+
+def nbytes(columns: Columns) -> int:
+    return sum(column.nbytes for column in columns.values())
+
+
+def _concatenate(parts: list[np.ndarray]) -> np.ndarray:
+    if len({(part.dtype, part.ndim) for part in parts}) == 1:
+        return np.concatenate(parts)
+    joined = np.empty(sum(len(p) for p in parts), dtype=object)
+    start = 0
+    for part in parts:
+        _fill(joined[start : start + len(part)], list(part))
+        start += len(part)
+    return joined
+
+
+def _column(column: pa.ChunkedArray) -> np.ndarray:
+    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if pt.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    kind = array.type
+    if _numeric(kind):
+        if array.null_count == 0:
+            return array.to_numpy(zero_copy_only=False)
+        return _objects(_with_nulls(list(_filled(array)), array))
+    if pt.is_fixed_size_list(kind) and _numeric(kind.value_type):
+        size = kind.list_size
+        values = array.values.slice(array.offset * size, len(array) * size)
+        flat = values.to_numpy(zero_copy_only=False).reshape(len(array), size)
+        return flat if array.null_count == 0 else _objects(_with_nulls(list(flat), array))
+    if (pt.is_list(kind) or pt.is_large_list(kind)) and _numeric(kind.value_type):
+        offsets = array.offsets.to_numpy(zero_copy_only=False)
+        flat = array.flatten().to_numpy(zero_copy_only=False)
+        pieces = np.split(flat, (offsets - offsets[0])[1:-1])
+        return _objects(_with_nulls(pieces, array))
+    return _objects(array.to_pylist())
+
+
+def _numeric(kind: pa.DataType) -> bool:
+    return bool(
+        pt.is_integer(kind) or pt.is_floating(kind) or pt.is_boolean(kind) or pt.is_temporal(kind)
+    )
+
+
+def _filled(array: pa.Array) -> np.ndarray:
+    """The values with nulls as zeros, in the column's NumPy type."""
+    if pt.is_boolean(array.type):
+        zero = pa.scalar(False)
+    elif pt.is_temporal(array.type):
+        zero = pa.scalar(0, pa.int64()).cast(array.type)
+    else:
+        zero = pa.scalar(0, array.type)
+    return array.fill_null(zero).to_numpy(zero_copy_only=False)
+
+
+def _with_nulls(values: list[Any], array: pa.Array) -> list[Any]:
+    if array.null_count == 0:
+        return values
+    valid = np.asarray(pc.is_valid(array).to_numpy(zero_copy_only=False), dtype=bool)
+    return [value if ok else None for value, ok in zip(values, valid, strict=True)]
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    _fill(out, values)
+    return out
+
+
+def _fill(out: np.ndarray, values: list[Any]) -> None:
+    """Put each value in one slot (NumPy would broadcast a list of equal-length arrays)."""
+    for i, value in enumerate(values):
+        out[i] = value

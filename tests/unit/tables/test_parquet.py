@@ -1,0 +1,189 @@
+"""ParquetDataset: rows and values, batches read row group by row group with column
+projection and a bounded cache, sources of every kind, and a clear error for bad input."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyarrow", reason="needs pyarrow (pip install 'flowloader[tables]')")
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from flowloader.tables import ParquetDataset
+
+from .conftest import assert_row, table
+
+
+def test_rows_and_values(parquet_folder) -> None:
+    ds = ParquetDataset(parquet_folder)
+    assert len(ds) == 1000
+    assert ds.block_sizes() == [100] * 10
+    assert ds.column_names == ["id", "score", "text", "tokens", "vec", "maybe", "blob"]
+    assert ds.schema.field("vec").type == pa.list_(pa.float32(), 2)
+    for i in (0, 7, 99, 100, 599, 600, 999):
+        assert_row(ds[i], i)
+    assert_row(ds[-1], 999)
+
+
+def test_a_batch_comes_in_the_order_asked_reading_each_row_group_once(parquet_folder) -> None:
+    ds = ParquetDataset(parquet_folder)
+    indices = [999, 3, 650, 4, 5, 6, 101, 998]
+    rows = ds.__getitems__(indices)
+    for row, i in zip(rows, indices, strict=True):
+        assert_row(row, i)
+    assert ds.decoded_blocks == 4  # groups 0, 1, 6 and 9
+    ds.__getitems__([7, 650])
+    assert ds.decoded_blocks == 4  # from the cache
+
+
+def test_only_the_selected_columns_are_read(parquet_folder) -> None:
+    ds = ParquetDataset(parquet_folder, columns=["text", "id"])
+    assert ds[5] == {"text": "row 5", "id": 5}
+    assert ds._read_block(0).column_names == ["text", "id"]
+
+
+def one_group_charge(folder) -> int:
+    """What the cache counts one row group of the test table as."""
+    ds = ParquetDataset(folder)
+    ds[0]
+    return ds._cached_bytes
+
+
+def test_the_cache_is_bounded_in_bytes(parquet_folder) -> None:
+    one_group = one_group_charge(parquet_folder)
+    ds = ParquetDataset(parquet_folder, cache_bytes=int(2.5 * one_group))
+    for i in range(0, 1000, 100):
+        ds[i]
+    assert len(ds._cache) == 2
+    assert ds._cached_bytes <= 2.5 * one_group
+    ds[0]
+    assert ds.decoded_blocks == 11  # evicted, read again
+
+
+def test_it_pickles_without_its_cache(parquet_folder) -> None:
+    ds = ParquetDataset(parquet_folder)
+    ds[0]
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy.decoded_blocks == 0
+    assert len(copy._cache) == 0
+    assert_row(copy[450], 450)
+
+
+def test_sources_a_file_a_list_a_glob(parquet_folder) -> None:
+    first, second = sorted(str(p) for p in parquet_folder.glob("*.parquet"))
+    assert len(ParquetDataset(first)) == 600
+    assert len(ParquetDataset([second, first])) == 1000
+    assert ParquetDataset([second, first])[0]["id"] == 600
+    assert len(ParquetDataset(str(parquet_folder / "part-*.parquet"))) == 1000
+
+
+def test_a_footer_alone_gives_the_length(tmp_path) -> None:
+    """Opening reads footers only: a file whose data pages are damaged still opens."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(table(300), path, row_group_size=100)
+    data = bytearray(path.read_bytes())
+    data[10:200] = bytes(190)  # inside the first row group's pages
+    path.write_bytes(bytes(data))
+    ds = ParquetDataset(path)
+    assert len(ds) == 300
+    with pytest.raises(OSError, match=r"t\.parquet: cannot read row group 0"):
+        ds[0]
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (lambda d: d / "missing.parquet", FileNotFoundError, "missing.parquet: no such file"),
+        (lambda d: _text_file(d), ValueError, "notes.parquet is not a readable Parquet file"),
+        (lambda d: _truncated(d), ValueError, "cut.parquet is not a readable Parquet file"),
+        (lambda d: _empty_folder(d), FileNotFoundError, "no .parquet or .parq files there"),
+    ],
+)
+def test_bad_sources_name_the_file(tmp_path, make, error, message) -> None:
+    with pytest.raises(error, match=message):
+        ParquetDataset(make(tmp_path))
+
+
+def test_a_missing_column_lists_those_there_are(parquet_folder) -> None:
+    with pytest.raises(ValueError, match=r"no column \['label'\]; the table's columns are"):
+        ParquetDataset(parquet_folder, columns=["id", "label"])
+
+
+def test_files_with_different_schemas_are_refused(tmp_path) -> None:
+    pq.write_table(table(10), tmp_path / "a.parquet")
+    pq.write_table(
+        table(10).set_column(0, "id", pa.array([str(i) for i in range(10)])), tmp_path / "b.parquet"
+    )
+    with pytest.raises(ValueError, match=r"b\.parquet: column 'id' is string, but int64"):
+        ParquetDataset(tmp_path)
+    assert len(ParquetDataset(tmp_path, columns=["text"])) == 20  # the columns asked agree
+
+
+def test_an_index_out_of_range(parquet_folder) -> None:
+    ds = ParquetDataset(parquet_folder)
+    with pytest.raises(IndexError, match="index 1000 is out of range for a table of 1000 rows"):
+        ds.__getitems__([3, 1000])
+
+
+def test_nothing_stays_open(parquet_folder) -> None:
+    before = set(os.listdir("/proc/self/fd"))
+    ds = ParquetDataset(parquet_folder)
+    ds.__getitems__(list(range(0, 1000, 37)))
+    with pytest.raises(FileNotFoundError):
+        ParquetDataset([str(parquet_folder / "part-0.parquet"), "/no/such.parquet"])
+    assert set(os.listdir("/proc/self/fd")) <= before | {str(n) for n in range(3)}
+
+
+def test_a_null_that_cannot_be_stacked_names_the_column(parquet_folder) -> None:
+    import flowloader as fl
+
+    loader = fl.DataLoader(ParquetDataset(parquet_folder, columns=["maybe"]), batch_size=8)
+    with pytest.raises(
+        TypeError, match=r"batch elements \[0, 7\] are None .* \(in sample\[.maybe.\]\)"
+    ):
+        next(iter(loader))
+
+
+def _text_file(folder):
+    path = folder / "notes.parquet"
+    path.write_text("not a table")
+    return path
+
+
+def _truncated(folder):
+    path = folder / "cut.parquet"
+    pq.write_table(table(50), path)
+    path.write_bytes(path.read_bytes()[:-30])
+    return path
+
+
+def _empty_folder(folder):
+    (folder / "empty").mkdir()
+    return folder / "empty"
+
+
+def test_a_row_of_only_nulls_and_numbers_as_numpy(tmp_path) -> None:
+    pq.write_table(pa.table({"x": pa.array([None, None], pa.float64())}), tmp_path / "n.parquet")
+    ds = ParquetDataset(tmp_path / "n.parquet")
+    assert ds[0] == {"x": None}
+    assert isinstance(ParquetDataset(tmp_path / "n.parquet").schema, pa.Schema)
+    assert np.dtype(np.float64) == pa.float64().to_pandas_dtype()
+
+
+def test_a_shuffle_the_cache_cannot_hold_warns_once(parquet_folder) -> None:
+    one_group = one_group_charge(parquet_folder)
+    ds = ParquetDataset(parquet_folder, cache_bytes=2 * one_group)
+    order = np.random.default_rng(0).permutation(1000)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for start in range(0, 1000, 10):
+            ds.__getitems__(order[start : start + 10])
+    assert len(caught) == 1
+    assert caught[0].category is RuntimeWarning
+    assert "BlockShuffleSampler reads each about once" in str(caught[0].message)
