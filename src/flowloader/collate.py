@@ -92,13 +92,13 @@ def collate_numpy_array_fn(
 def _no_nulls(batch: Sequence[Any]) -> None:
     """Values with a None among them (a table's null) cannot be stacked: say which."""
     nulls = [i for i, x in enumerate(batch) if x is None]
-    if not nulls:
-        return
     other = next((i for i, x in enumerate(batch) if x is not None), None)
-    where = "" if other is None else f" where element {other} is a {type(batch[other]).__name__}"
+    if not nulls or other is None:  # none, or nothing but None (an unsupported type)
+        return
     raise CollateTypeError(
         f"default_collate: batch elements {nulls} are None (a missing value, such as a "
-        f"table's null){where}; fill them in the dataset or pass a collate_fn that handles them"
+        f"table's null) where element {other} is a {type(batch[other]).__name__}; fill "
+        "them in the dataset or pass a collate_fn that handles them"
     )
 
 
