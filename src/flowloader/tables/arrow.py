@@ -31,6 +31,8 @@ class ArrowDataset(BlockTable):
     ``cache_bytes`` bounds the blocks each worker keeps converted to NumPy (numbers without
     nulls and fixed-size lists stay views of the map)."""
 
+    _writable_blocks = False  # views of the map: read-only, shared by every worker
+
     def __init__(
         self,
         path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],

@@ -40,6 +40,7 @@ class BlockTable(Dataset[dict[str, Any]]):
 
     _block_starts: np.ndarray
     cache_bytes: int
+    _writable_blocks = True  # False where blocks view a shared map (ArrowDataset)
 
     def _read_block(self, block: int) -> pa.Table:
         raise NotImplementedError
@@ -101,7 +102,7 @@ class BlockTable(Dataset[dict[str, Any]]):
                 self._cache.move_to_end(block)
                 return found
         table = self._read_block(block)
-        columns = values.numpy_columns(table)
+        columns = values.numpy_columns(table, writable=self._writable_blocks)
         # What the block holds, counted high: Arrow's buffers (the strings' bytes among
         # them) and the NumPy arrays (the object arrays' pointers; views counted twice).
         charge = table.nbytes + values.nbytes(columns)

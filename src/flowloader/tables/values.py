@@ -21,9 +21,14 @@ import pyarrow.types as pt
 Columns = dict[str, np.ndarray]
 
 
-def numpy_columns(table: pa.Table) -> Columns:
-    """Every column of ``table`` as one NumPy array of its rows' values."""
-    return {name: _column(table.column(name)) for name in table.column_names}
+def numpy_columns(table: pa.Table, writable: bool = False) -> Columns:
+    """Every column of ``table`` as one NumPy array of its rows' values; ``writable``: no
+    read-only view of Arrow's memory (a decoded block is the reader's own, and torch warns
+    at every read-only array it is given)."""
+    columns = {name: _column(table.column(name)) for name in table.column_names}
+    if writable:
+        columns = {n: c if c.flags.writeable else c.copy() for n, c in columns.items()}
+    return columns
 
 
 def rows(columns: Columns) -> list[dict[str, Any]]:
