@@ -50,11 +50,10 @@ def gather(blocks: Sequence[Columns], which: np.ndarray, local: np.ndarray) -> C
     bounds = np.searchsorted(which[order], np.arange(len(blocks) + 1))
     back = np.empty_like(order)
     back[order] = np.arange(order.size)
+    picks = [local[order[bounds[b] : bounds[b + 1]]] for b in range(len(blocks))]
     out = {}
     for name in blocks[0]:
-        parts = [
-            block[name][local[order[bounds[b] : bounds[b + 1]]]] for b, block in enumerate(blocks)
-        ]
+        parts = [block[name][pick] for block, pick in zip(blocks, picks, strict=True)]
         out[name] = _concatenate(parts)[back]
     return out
 
