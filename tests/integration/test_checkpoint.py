@@ -19,7 +19,7 @@ from flowloader.vision import datasets
 from flowloader.vision import transforms as T
 
 from .checkpoint import epochs, round_trip
-from .datasets import Augmented, Stream
+from .loader_datasets import Augmented, Stream
 
 
 def augmented_loader(n: int, batch_size: int, drop_last: bool, shuffle: bool, seed: int):
@@ -242,7 +242,7 @@ def test_image_augmentations_are_byte_identical_for_any_num_workers(tmp_path) ->
 
 
 def test_global_rng_code_keeps_per_worker_seeding() -> None:
-    from .datasets import RandomDraws
+    from .loader_datasets import RandomDraws
 
     loader = fl.DataLoader(RandomDraws(), batch_size=None, num_workers=2, generator=0)
     draws = [tuple(x.tolist()) for x, _ in loader]

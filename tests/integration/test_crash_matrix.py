@@ -14,7 +14,7 @@ import flowloader as fl
 from flowloader._ipc import shm
 from flowloader.errors import WorkerCrashedError
 
-from .datasets import CrashAt, failing_init_in_worker_0
+from .loader_datasets import CrashAt, failing_init_in_worker_0
 
 # Batches of 2 over 2 workers: worker 0 loads batches 0, 2, 4...; worker 1 batches 1, 3...
 # Batch 2 (samples 4, 5) fails in worker 0 while worker 1 still loads batch 1 (slow samples 2,

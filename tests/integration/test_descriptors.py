@@ -12,7 +12,7 @@ import pytest
 
 import flowloader as fl
 
-from .datasets import Arrays
+from .loader_datasets import Arrays
 
 HOLD_SCRIPT = f"""
 import os, resource, sys

@@ -8,7 +8,7 @@ import pytest
 import flowloader as fl
 
 from ..trees import assert_same_tree
-from .datasets import Arrays, Stream
+from .loader_datasets import Arrays, Stream
 
 
 def batches(**kwargs) -> list:

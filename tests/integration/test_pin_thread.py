@@ -19,7 +19,7 @@ import flowloader as fl
 from flowloader._compat import torch as torch_bridge
 from flowloader.errors import WorkerCrashedError
 
-from .datasets import Arrays, Failing
+from .loader_datasets import Arrays, Failing
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch

@@ -15,7 +15,7 @@ import pytest
 import flowloader as fl
 from flowloader._ipc import shm
 
-from .datasets import Arrays
+from .loader_datasets import Arrays
 
 
 def loader(**kwargs) -> fl.DataLoader:
@@ -103,7 +103,7 @@ def test_persistent_workers_after_an_early_break() -> None:
 
 
 def test_persistent_workers_restart_iterable_streams() -> None:
-    from .datasets import Stream
+    from .loader_datasets import Stream
 
     persistent = fl.DataLoader(Stream(10), batch_size=3, num_workers=2, persistent_workers=True)
     for _ in range(2):

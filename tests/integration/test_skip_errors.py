@@ -11,7 +11,7 @@ import pytest
 import flowloader as fl
 from flowloader.errors import SkippedSampleWarning, TooManySkippedError
 
-from .datasets import BadItemsStream, SomeBad, SomeBadBatches
+from .loader_datasets import BadItemsStream, SomeBad, SomeBadBatches
 
 pytestmark = pytest.mark.filterwarnings("ignore::flowloader.errors.SkippedSampleWarning")
 

@@ -13,7 +13,7 @@ import pytest
 import flowloader as fl
 from flowloader.errors import LoaderTimeoutError, WorkerCrashedError
 
-from .datasets import Arrays, Augmented, Failing, SomeBad, Stream
+from .loader_datasets import Arrays, Augmented, Failing, SomeBad, Stream
 
 
 def worker_threads() -> list[threading.Thread]:

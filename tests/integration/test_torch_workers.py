@@ -11,7 +11,7 @@ import pytest
 
 import flowloader as fl
 
-from .datasets import TorchTensors, TorchThreads
+from .loader_datasets import TorchTensors, TorchThreads
 
 pytestmark = pytest.mark.torch
 
@@ -44,7 +44,7 @@ def test_workers_run_torch_on_one_thread(context) -> None:
 
 def test_worker_init_fn_may_raise_the_thread_count_again() -> None:
     pytest.importorskip("torch")
-    from .datasets import set_two_torch_threads
+    from .loader_datasets import set_two_torch_threads
 
     loader = fl.DataLoader(
         TorchThreads(), batch_size=None, num_workers=2, worker_init_fn=set_two_torch_threads

@@ -10,7 +10,7 @@ import pytest
 import flowloader as fl
 from flowloader.errors import LoaderTimeoutError, WorkerCrashedError
 
-from .datasets import Failing
+from .loader_datasets import Failing
 
 CRASHES = {
     "base-exception": "exit code 1",

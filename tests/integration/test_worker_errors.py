@@ -12,7 +12,7 @@ import pytest
 import flowloader as fl
 from flowloader.errors import WorkerError
 
-from .datasets import Arrays, Failing, failing_init
+from .loader_datasets import Arrays, Failing, failing_init
 
 
 def test_exception_keeps_type_and_names_worker_indices_and_traceback() -> None:

@@ -16,7 +16,7 @@ import flowloader as fl
 from flowloader._iter.lifecycle import WorkerGroup
 from flowloader.errors import WorkerCrashedError
 
-from .datasets import Arrays
+from .loader_datasets import Arrays
 
 
 class DiesOnce(fl.Dataset):

@@ -7,7 +7,7 @@ import pytest
 
 import flowloader as fl
 
-from .datasets import Arrays, RandomDraws, Stream, record_worker_id
+from .loader_datasets import Arrays, RandomDraws, Stream, record_worker_id
 
 
 @pytest.mark.timeout(120)
@@ -51,7 +51,7 @@ def test_workers_draw_different_numbers_and_seeds_reproduce() -> None:
 @pytest.mark.torch
 def test_torch_is_seeded_per_worker_when_imported() -> None:
     pytest.importorskip("torch")
-    from .datasets import TorchDraws
+    from .loader_datasets import TorchDraws
 
     def run(seed):
         return list(fl.DataLoader(TorchDraws(), batch_size=None, num_workers=2, generator=seed))

@@ -1,4 +1,6 @@
-"""Datasets for the multi-process tests (module-level so that spawn can pickle them)."""
+"""Datasets for the multi-process tests (module-level so that spawn can pickle them). Not
+named datasets.py: the scripts run from this folder (accelerate_ranks.py, ...) have it on
+sys.path, and Accelerate and Lightning import Hugging Face's `datasets` when it is installed."""
 
 from __future__ import annotations
 
