@@ -187,7 +187,7 @@ def test_resume_in_a_fresh_process_after_the_first_was_killed(tmp_path) -> None:
         import json, os, sys
         sys.path.insert(0, {tests_dir!r})
         import flowloader as fl
-        from integration.datasets import Augmented
+        from integration.loader_datasets import Augmented
         from integration.checkpoint import as_bytes
         loader = fl.DataLoader(Augmented(30), batch_size=4, shuffle=True, generator=21,
                                num_workers=int(sys.argv[2]))

@@ -19,7 +19,7 @@ import os, resource, sys
 sys.path.insert(0, {os.path.dirname(os.path.dirname(__file__))!r})
 import numpy as np
 import flowloader as fl
-from integration.datasets import Arrays
+from integration.loader_datasets import Arrays
 assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 1024
 before = len(os.listdir("/proc/self/fd"))
 held = list(fl.DataLoader(Arrays(20000), batch_size=2, num_workers=2))

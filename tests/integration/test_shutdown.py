@@ -115,7 +115,7 @@ MAIN_SCRIPT = f"""
 import os, sys, time
 sys.path.insert(0, {os.path.dirname(os.path.dirname(__file__))!r})
 import flowloader as fl
-from integration.datasets import Arrays
+from integration.loader_datasets import Arrays
 it = iter(fl.DataLoader(Arrays(100000, delay_s=0.01), batch_size=2, num_workers=2,
                         prefetch_factor=4))
 held = [next(it) for _ in range(5)]  # batches held, more in flight
