@@ -156,6 +156,8 @@ class RayTransport:
     def __init__(self, plan: LoadPlan, base_seed: int) -> None:
         connect(plan.num_workers)
         self._plan = plan
+        options = {**DEFAULT_ACTOR_OPTIONS, **(plan.ray_options or {}), **FIXED_ACTOR_OPTIONS}
+        check_placeable(options, plan.num_workers, started_here())  # before anything is put
         try:
             pickled = ray.cloudpickle.dumps(worker_config(plan, 0, base_seed))
         except Exception as error:
@@ -167,8 +169,6 @@ class RayTransport:
         # actor unpickles its own copy, whose arrays are writable (objects read from the
         # store are read-only views of it).
         self._shared: Any = ray.put(pickled)
-        options = {**DEFAULT_ACTOR_OPTIONS, **(plan.ray_options or {}), **FIXED_ACTOR_OPTIONS}
-        check_placeable(options, plan.num_workers, started_here())
         self._actor_class: Any = ray.remote(RayWorker).options(**options)
         self._options = options
         self._calls: dict[Any, _Call] = {}  # ObjectRef -> call, oldest first
