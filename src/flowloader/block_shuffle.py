@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .distributed import DistributedSampler, detect_world
+from .distributed import DistributedSampler, world_or_single
 from .permutation import name_hash, pass_keys, permute
 
 _CHUNK = 1 << 16
@@ -76,13 +76,10 @@ class BlockShuffleSampler(DistributedSampler):
                 )
             self._own_starts = np.concatenate([[0], np.cumsum(sizes(), dtype=np.int64)])
         if num_replicas is None and rank is None:
-            try:
-                num_replicas, rank = detect_world()
-            except ValueError:
-                num_replicas, rank = 1, 0
+            num_replicas, rank = world_or_single()
         super().__init__(dataset, num_replicas, rank, shuffle, seed, drop_last)
         self._epoch_plan: tuple[tuple[int, int], tuple[np.ndarray, ...]] | None = None
-        self._check_blocks()
+        self._checked_starts()
 
     @property
     def _block_starts(self) -> np.ndarray:
@@ -92,12 +89,14 @@ class BlockShuffleSampler(DistributedSampler):
             return self._own_starts
         return np.append(np.arange(0, self._size, self.block_size, dtype=np.int64), self._size)
 
-    def _check_blocks(self) -> None:
-        if int(self._block_starts[-1]) != self._size:
+    def _checked_starts(self) -> np.ndarray:
+        """``_block_starts``, once they are seen to hold the dataset's rows."""
+        starts = self._block_starts
+        if int(starts[-1]) != self._size:
             raise ValueError(
-                f"the dataset's blocks hold {int(self._block_starts[-1])} rows, but it has "
-                f"{self._size}"
+                f"the dataset's blocks hold {int(starts[-1])} rows, but it has {self._size}"
             )
+        return starts
 
     @property
     def num_blocks(self) -> int:
@@ -126,8 +125,7 @@ class BlockShuffleSampler(DistributedSampler):
         epoch."""
         if self._epoch_plan is not None and self._epoch_plan[0] == (self.epoch, self._size):
             return self._epoch_plan[1]
-        self._check_blocks()
-        starts = self._block_starts
+        starts = self._checked_starts()
         count = len(starts) - 1
         key = pass_keys(self.seed, np.array([_BLOCKS], dtype=np.uint64), np.array([self.epoch]))
         blocks = permute(np.arange(count), np.array(count), key)

@@ -103,25 +103,29 @@ def _no_nulls(batch: Sequence[Any]) -> None:
 
 
 def collate_numpy_scalar_fn(batch: list[Any], *, collate_fn_map: Any = None) -> np.ndarray:
-    _no_nulls(batch)
-    return np.array(batch)
+    array = np.array(batch)
+    if array.dtype == object:  # a None among the numbers comes out so: looked for only then
+        _no_nulls(batch)
+    return array
 
 
 def collate_float_fn(batch: list[float], *, collate_fn_map: Any = None) -> np.ndarray:
-    _no_nulls(batch)
-    return np.array(batch, dtype=np.float64)
+    array = np.array(batch, dtype=np.float64)
+    if np.isnan(array).any():  # a None comes out as NaN: looked for only then
+        _no_nulls(batch)
+    return array
 
 
 def collate_int_fn(batch: list[int], *, collate_fn_map: Any = None) -> np.ndarray:
     """Python ints -> int64; all bools -> bool; ints mixed with floats -> float32 (torch's rule)."""
     if all(type(x) is bool for x in batch):
         return np.array(batch, dtype=np.bool_)
-    _no_nulls(batch)
     array = np.array(batch)
     if array.dtype.kind in "bi":
         return array.astype(np.int64, copy=False)
     if array.dtype.kind == "f":
         return array.astype(np.float32)
+    _no_nulls(batch)  # a None among the ints: say so rather than what follows
     raise CollateTypeError(
         _UNSUPPORTED.format(f"ints outside the int64 range or mixed with other types: {batch!r}")
     )

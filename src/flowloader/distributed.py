@@ -49,6 +49,15 @@ def detect_world() -> tuple[int, int]:
     return found
 
 
+def world_or_single() -> tuple[int, int]:
+    """(world size, rank) as detect_world finds them, else one rank: for samplers that deal
+    to ranks when there are any and read everything alone otherwise."""
+    try:
+        return detect_world()
+    except ValueError:
+        return 1, 0
+
+
 class DistributedSampler(Sampler[int]):
     """PyTorch's DistributedSampler over NumPy.
 

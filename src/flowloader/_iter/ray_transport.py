@@ -236,7 +236,7 @@ class RayTransport:
 
     def _warn_unplaced(self) -> None:
         """Nothing came for a while and some actors never started: say why it waits."""
-        unplaced = [w for w in range(len(self._actors)) if w not in self._described]
+        unplaced = self._unplaced()
         if not unplaced or self._placement_warned:
             return
         self._placement_warned = True
@@ -305,9 +305,13 @@ class RayTransport:
             RuntimeWarning,
         )
 
+    def _unplaced(self) -> list[int]:
+        """The workers whose actors have not answered yet (not placed, or not started)."""
+        return [w for w in range(len(self._actors)) if w not in self._described]
+
     def waiting_for(self) -> str:
         """Why a wait may be long: the actors that have not started (for timeout errors)."""
-        unplaced = [w for w in range(len(self._actors)) if w not in self._described]
+        unplaced = self._unplaced()
         if not unplaced:
             return ""
         return (

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from flowloader.distributed import DistributedSampler, detect_world
+from flowloader.distributed import DistributedSampler, world_or_single
 
 
 class ShardSampler(DistributedSampler):
@@ -46,10 +46,7 @@ class ShardSampler(DistributedSampler):
         if int(window) < 1:
             raise ValueError(f"window should be a positive number of shards, got {window}")
         if num_replicas is None and rank is None:
-            try:
-                num_replicas, rank = detect_world()
-            except ValueError:
-                num_replicas, rank = 1, 0
+            num_replicas, rank = world_or_single()
         self.window = int(window)
         sizes = np.asarray(dataset.shard_sizes(), dtype=np.int64)
         self._shard_starts = np.concatenate([[0], np.cumsum(sizes)])

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .blocks import DEFAULT_CACHE_BYTES, BlockTable
+from .blocks import DEFAULT_CACHE_BYTES, BlockTable, selected_columns
 
 _SUFFIXES = (".arrow", ".feather", ".ipc")
 
@@ -57,15 +57,7 @@ class ArrowDataset(BlockTable):
             counts += sizes
             self._file_rows.append(sum(sizes))
         assert schema is not None
-        if columns is not None:
-            if isinstance(columns, str):
-                raise TypeError(f"columns should be a list of names, got the string {columns!r}")
-            missing = [name for name in columns if name not in schema.names]
-            if missing:
-                raise ValueError(
-                    f"{self.paths[0]}: no column {missing}; the table's columns are {schema.names}"
-                )
-        self.columns = list(schema.names) if columns is None else list(columns)
+        self.columns = selected_columns(columns, schema, self.paths[0])
         self.schema: pa.Schema = pa.schema([schema.field(name) for name in self.columns])
         self._block_starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
         self._batches: list[pa.RecordBatch] | None = None

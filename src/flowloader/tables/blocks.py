@@ -33,6 +33,19 @@ _NOT_PICKLED = (
 )
 
 
+def selected_columns(columns: Sequence[str] | None, schema: pa.Schema, where: str) -> list[str]:
+    """The columns to read: all of ``schema``'s, or ``columns`` once each is seen to be
+    there (a ValueError naming ``where`` and the columns there are, if not)."""
+    if columns is None:
+        return list(schema.names)
+    if isinstance(columns, str):
+        raise TypeError(f"columns should be a list of column names, got the string {columns!r}")
+    missing = [name for name in columns if name not in schema.names]
+    if missing:
+        raise ValueError(f"{where}: no column {missing}; the table's columns are {schema.names}")
+    return list(columns)
+
+
 class BlockTable(Dataset[dict[str, Any]]):
     """A table whose rows are stored in blocks. Subclasses set ``_block_starts`` (the first
     row of each block, then the row count) and ``cache_bytes``, read a block with

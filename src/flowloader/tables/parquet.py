@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .blocks import DEFAULT_CACHE_BYTES, BlockTable
+from .blocks import DEFAULT_CACHE_BYTES, BlockTable, selected_columns
 from .sources import Files, resolve
 
 
@@ -52,7 +52,7 @@ class ParquetDataset(BlockTable):
         self.cache_bytes = int(cache_bytes)
         self._footers = [self._footer(path) for path in self.files.paths]
         full = self._footers[0].schema.to_arrow_schema()
-        self.columns = list(full.names) if columns is None else _checked(columns, full, self)
+        self.columns = selected_columns(columns, full, self.files.name(self.files.paths[0]))
         self.schema: pa.Schema = pa.schema([full.field(name) for name in self.columns])
         for path, footer in zip(self.files.paths[1:], self._footers[1:], strict=True):
             _same_schema(self, path, footer.schema.to_arrow_schema())
@@ -107,16 +107,6 @@ class ParquetDataset(BlockTable):
             f"ParquetDataset({len(self)} rows in {len(self.files.paths)} files, "
             f"{len(self._group_file)} row groups, columns {self.columns})"
         )
-
-
-def _checked(columns: Sequence[str], schema: pa.Schema, dataset: ParquetDataset) -> list[str]:
-    if isinstance(columns, str):
-        raise TypeError(f"columns should be a list of column names, got the string {columns!r}")
-    missing = [name for name in columns if name not in schema.names]
-    if missing:
-        first = dataset.files.name(dataset.files.paths[0])
-        raise ValueError(f"{first}: no column {missing}; the table's columns are {schema.names}")
-    return list(columns)
 
 
 def _same_schema(dataset: ParquetDataset, path: str, schema: pa.Schema) -> None:
