@@ -113,7 +113,7 @@ def test_a_bad_line_is_one_error_naming_file_and_line(
     ("args", "message"),
     [
         (["/no/such.jsonl", "t.bin"], "/no/such.jsonl: no such file"),
-        ([".", "t.bin"], ".: is a directory"),
+        ([".", "t.bin"], ".: a folder without Parquet or Arrow files"),
         (["d.txt", "."], ".: is a directory; OUTPUT is the token file to write"),
         (["d.txt", "d.txt"], "OUTPUT is INPUT itself"),
         (["d.txt", "t.bin", "--vocab-size", "70000"], "does not fit uint16 ids (< 65536)"),

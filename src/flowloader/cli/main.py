@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import flowloader
+from flowloader._plan import usable_cpu_count
 
 from . import pipelines, sample_data
 
@@ -144,16 +145,23 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_make_tokens(commands: Any) -> None:
     tokens = commands.add_parser(
         "make-tokens",
-        help="write tokenized documents (JSONL or text) into a token file (resumable)",
-        description="Write the already-tokenized documents of INPUT, one per line, into the "
-        "flat token file OUTPUT and its index (OUTPUT.idx.npy, OUTPUT.idx.json), for "
-        "flowloader.text.TokenDataset. INPUT is read by its extension: .jsonl or .json as JSON "
-        "Lines, each line a list of token ids or an object holding the list under --field; "
-        "any other file as text, each line whitespace-separated token ids. Blank lines are "
-        "skipped. INPUT is streamed, never loaded whole. Interrupted, rerun the same command: "
-        "it continues where it stopped.",
+        help="write documents (token ids, or text with --tokenizer) into a token file (resumable)",
+        description="Write the documents of INPUT into the flat token file OUTPUT and its "
+        "index (OUTPUT.idx.npy, OUTPUT.idx.json), for flowloader.text.TokenDataset. Without "
+        "--tokenizer the documents are token ids: a .jsonl or .json file as JSON Lines, each "
+        "line a list of ids or an object holding the list under --column; a Parquet or Arrow "
+        "table (a file, a folder of them, or a datasets save_to_disk folder) as its list "
+        "column --column; any other file as text, each line whitespace-separated ids. With "
+        "--tokenizer the documents are texts: a table's column --column, JSON Lines' field "
+        "--column, or a text file's lines, tokenized in --workers processes (the output is "
+        "the same bytes for any number). Blank lines are skipped. INPUT is streamed, never "
+        "loaded whole. Interrupted, rerun the same command: it continues where it stopped.",
     )
-    tokens.add_argument("source", metavar="INPUT", help="a .jsonl/.json file or a text file")
+    tokens.add_argument(
+        "source",
+        metavar="INPUT",
+        help="a .jsonl/.json file, a text file, or a Parquet/Arrow table (file or folder)",
+    )
     tokens.add_argument(
         "output", metavar="OUTPUT", help="the token file to write (its index goes beside it)"
     )
@@ -167,9 +175,29 @@ def _add_make_tokens(commands: Any) -> None:
         "--vocab-size", type=_positive(int), help="refuse token ids at or above this"
     )
     tokens.add_argument(
+        "--column",
         "--field",
-        default="tokens",
-        help="the key of a JSON object's token list (default: tokens)",
+        dest="column",
+        help="the table column or JSON field holding each document (default: tokens; with "
+        "--tokenizer, text)",
+    )
+    tokens.add_argument(
+        "--tokenizer",
+        metavar="TOKENIZER_JSON",
+        help="a Hugging Face tokenizers file (tokenizer.json) to tokenize texts with; "
+        "nothing is downloaded",
+    )
+    tokens.add_argument(
+        "--eos",
+        metavar="TOKEN",
+        help="a token of --tokenizer to append to every document, such as '<|endoftext|>'",
+    )
+    tokens.add_argument(
+        "--workers",
+        type=_positive(int),
+        default=usable_cpu_count() or 1,
+        help="processes tokenizing with --tokenizer (default: the cores this process may use, "
+        f"here {usable_cpu_count() or 1})",
     )
     tokens.add_argument(
         "--force", action="store_true", help="replace OUTPUT if it is already a finished token file"
@@ -205,17 +233,26 @@ def _make_shards(args: argparse.Namespace) -> int:
 
 def _make_tokens(args: argparse.Namespace) -> int:
     from .bench import UsageError
-    from .make_tokens import input_bytes, make_tokens, read_back
+    from .make_tokens import make_tokens, progress_total, read_back
     from .progress import Progress
 
-    bar = Progress("make-tokens", input_bytes(args.source), "bytes")
+    bar = Progress("make-tokens", *progress_total(args.source, args.column, args.tokenizer))
 
     def show(read: int, documents: int, tokens: int) -> None:
         bar.update(read, f"{documents:,} documents, {tokens:,} tokens")
 
     try:
         report = make_tokens(
-            args.source, args.output, args.dtype, args.vocab_size, args.field, show, args.force
+            args.source,
+            args.output,
+            args.dtype,
+            args.vocab_size,
+            args.column,
+            show,
+            args.force,
+            args.tokenizer,
+            args.workers,
+            args.eos,
         )
     except FileExistsError as error:
         raise UsageError(

@@ -74,6 +74,11 @@ class BlockTable(Dataset[dict[str, Any]]):
         keeps together)."""
         return np.diff(self._block_starts).tolist()
 
+    def read_block(self, block: int) -> pa.Table:
+        """Block ``block``'s selected columns as Arrow, read now and not cached: for one pass
+        over the whole table (``flowloader make-tokens`` reads a text column so)."""
+        return self._read_block(block)
+
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.__getitems__([index])[0]
 
