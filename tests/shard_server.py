@@ -1,6 +1,6 @@
 """A real HTTP server on 127.0.0.1 serving a directory, with byte ranges (the bytes sent
 counted), a per-request latency, a bandwidth cap, and injectable faults (a connection dropped
-mid-file, a truncated file). The shard and table tests use it, and so does
+mid-file, a 503, a truncated file). The shard and table tests use it, and so does
 benchmarks/shards.py."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ class ShardServer:
         self.latency_s = 0.0
         self.bytes_per_s: float | None = None  # a bandwidth cap per connection
         self.drop_next: Counter[str] = Counter()  # name -> how many GETs to cut halfway
+        self.fail_next: Counter[str] = Counter()  # name -> how many GETs to answer with 503
         self.truncate: dict[str, int] = {}  # name -> bytes to serve (Content-Length too)
         self.gets: Counter[str] = Counter()
         self.ranges: Counter[str] = Counter()
@@ -49,6 +50,10 @@ class ShardServer:
                 time.sleep(server.latency_s)
                 if not os.path.isfile(path):
                     self.send_error(404)
+                    return
+                if server.fail_next[name] > 0:
+                    server.fail_next[name] -= 1
+                    self.send_error(503)
                     return
                 with open(path, "rb") as stream:
                     data = stream.read()
@@ -128,15 +133,50 @@ def served_from_another_process(
         process.join()
 
 
+def counting_bodies(app: Callable, sent: Counter[str]) -> Callable:
+    """A WSGI middleware adding the bytes of each GET response's body to ``sent[path]``."""
+
+    def counted(environ: dict, start_response: Callable) -> Iterator[bytes]:
+        body = app(environ, start_response)
+        try:
+            for chunk in body:
+                if environ["REQUEST_METHOD"] == "GET":
+                    sent[environ["PATH_INFO"]] += len(chunk)
+                yield chunk
+        finally:
+            getattr(body, "close", lambda: None)()
+
+    return counted
+
+
 @contextmanager
-def local_s3_server() -> Iterator[str]:
+def local_s3_server(sent: Counter[str] | None = None) -> Iterator[str]:
     """A real S3-compatible server (moto's) on 127.0.0.1 for the test's length; yields its
-    endpoint URL. Skips the test where moto or s3fs is not installed."""
+    endpoint URL. With ``sent``, the bytes of the objects it serves are counted there by
+    path (``/bucket/key``). Skips the test where moto or s3fs is not installed."""
     import pytest
 
     pytest.importorskip("s3fs")
     moto_server = pytest.importorskip("moto.server")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    from moto.moto_server import werkzeug_app
+    from werkzeug.serving import make_server
+
+    class CountingMotoServer(moto_server.ThreadedMotoServer):
+        def _server_entry(self) -> None:  # moto's own, with the app wrapped
+            app = werkzeug_app.DomainDispatcherApplication(werkzeug_app.create_backend_app)
+            if sent is not None:
+                app = counting_bodies(app, sent)
+            self._server = make_server(
+                self._ip_address,
+                self._port,
+                app,
+                True,
+                request_handler=werkzeug_app.MotoRequestHandler,
+            )
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    server = CountingMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
         host, port = server.get_host_and_port()

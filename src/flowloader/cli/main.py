@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import flowloader
-from flowloader._plan import usable_cpu_count
 
 from . import pipelines, sample_data
+from .tokenize_text import available_cores
 
 # Commands that continue where an interrupted run of theirs stopped.
 RESUMABLE = ("make-shards", "make-tokens")
@@ -195,9 +195,9 @@ def _add_make_tokens(commands: Any) -> None:
     tokens.add_argument(
         "--workers",
         type=_positive(int),
-        default=usable_cpu_count() or 1,
+        default=available_cores(),
         help="processes tokenizing with --tokenizer (default: the cores this process may use, "
-        f"here {usable_cpu_count() or 1})",
+        f"here {available_cores()})",
     )
     tokens.add_argument(
         "--force", action="store_true", help="replace OUTPUT if it is already a finished token file"

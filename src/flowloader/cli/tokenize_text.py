@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from .._worker.watchdog import ParentWatchdog
 from .bench import UsageError
 from .text_documents import Chunk
 
@@ -28,6 +27,13 @@ from .text_documents import Chunk
 IN_FLIGHT_PER_WORKER = 3
 # How often a worker looks whether the process that started it is still there.
 PARENT_POLL_S = 0.2
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform tells)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 class TextTokenizer:
@@ -113,10 +119,9 @@ def _start_worker(tokenizer: TextTokenizer, main_pid: int) -> None:
     it cannot stop them: a pool's workers would otherwise wait for work forever)."""
     global _WORKER_TOKENIZER
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    watchdog = ParentWatchdog(main_pid)
 
-    def watch() -> None:
-        while watchdog.parent_alive():
+    def watch() -> None:  # spawned, so the parent is the run itself until it dies
+        while os.getppid() == main_pid:
             time.sleep(PARENT_POLL_S)
         os._exit(1)
 

@@ -9,20 +9,24 @@ groups together (``flowloader.BlockShuffleSampler``) decodes each about once per
 
 Each process (worker) has its own cache: the dataset travels to workers without it. Threads
 share one, behind a lock. Files are opened for each row group read with the footer already
-parsed, so nothing stays open between reads and a remote footer is fetched once.
+parsed, so nothing stays open between reads and a remote footer is fetched once. A remote
+table's fetched row groups are also kept on local disk for every worker on the machine
+(:mod:`.fetched`), so that N workers fetch each about once, not N times.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .blocks import DEFAULT_CACHE_BYTES, BlockTable, selected_columns
+from .fetched import DEFAULT_LOCAL_BYTES, FetchedBlocks
 from .sources import Files, resolve
 
 
@@ -34,7 +38,9 @@ class ParquetDataset(BlockTable):
     ``source``: a file, a list of files, a folder (its ``*.parquet``, recursively, sorted), a
     glob, or a URL (``s3://``, ``gs://``, ``http(s)://``: through fsspec, with
     ``storage_options``; or pass an fsspec ``filesystem`` for plain paths). ``cache_bytes``
-    bounds the decoded row groups each worker keeps.
+    bounds the decoded row groups each worker keeps. A remote table's fetched row groups are
+    shared by the workers through ``local_cache_dir`` (default: a temporary folder removed
+    with the dataset), at most ``local_cache_bytes`` of it.
     """
 
     def __init__(
@@ -45,6 +51,8 @@ class ParquetDataset(BlockTable):
         filesystem: Any = None,
         storage_options: dict[str, Any] | None = None,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        local_cache_dir: str | os.PathLike[str] | None = None,
+        local_cache_bytes: int = DEFAULT_LOCAL_BYTES,
     ) -> None:
         if int(cache_bytes) < 0:
             raise ValueError(f"cache_bytes should be >= 0, got {cache_bytes}")
@@ -65,6 +73,10 @@ class ParquetDataset(BlockTable):
         self._group_in_file = np.array([g for _, g, _ in sizes], dtype=np.int64)
         counts = np.array([n for _, _, n in sizes], dtype=np.int64)
         self._block_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._fetched = None
+        if self.files.filesystem is not None:
+            folder = None if local_cache_dir is None else os.fspath(local_cache_dir)
+            self._fetched = FetchedBlocks(folder, local_cache_bytes, self)
         self._setup_cache()
 
     @property
@@ -76,24 +88,39 @@ class ParquetDataset(BlockTable):
 
     def _read_block(self, group: int) -> pa.Table:
         f, g = int(self._group_file[group]), int(self._group_in_file[group])
+
+        def read(handle: IO[bytes]) -> pa.Table:
+            reader = pq.ParquetFile(handle, metadata=self._footers[f])
+            return reader.read_row_group(g, columns=self.columns, use_threads=False)
+
         path = self.files.paths[f]
-        try:
-            with self.files.open(path) as handle:
-                reader = pq.ParquetFile(handle, metadata=self._footers[f])
-                return reader.read_row_group(g, columns=self.columns, use_threads=False)
-        except (OSError, pa.ArrowException) as error:
-            raise OSError(
-                f"{self.files.name(path)}: cannot read row group {g} "
-                f"({type(error).__name__}: {error})"
-            ) from error
+        if self._fetched is None:
+            return self.files.read(path, f"row group {g}", read)
+        return self._fetched.get(
+            self._block_key(f, g), lambda: self.files.read(path, f"row group {g}", read)
+        )
+
+    def _block_key(self, f: int, g: int) -> str:
+        """A name for row group ``g`` of file ``f`` with the selected columns, that no other
+        file, row group or column selection shares (a local_cache_dir may be reused)."""
+        footer = self._footers[f]
+        identity = repr(
+            (self.files.name(self.files.paths[f]), footer.serialized_size, footer.num_rows)
+        )
+        digest = hashlib.sha1(f"{identity} {g} {self.columns}".encode()).hexdigest()[:20]
+        return f"{digest}-{g}"
 
     def _footer(self, path: str) -> pq.FileMetaData:
         try:
-            with self.files.open(path) as handle:
-                return pq.ParquetFile(handle).metadata
+            # Not a Parquet file (ArrowInvalid) is an answer, not a failure to retry.
+            return self.files.read(
+                path, "its footer", lambda h: pq.ParquetFile(h).metadata, (pa.ArrowInvalid,)
+            )
         except FileNotFoundError:
             raise
-        except (OSError, pa.ArrowException) as error:
+        except (pa.ArrowInvalid, OSError) as error:
+            if isinstance(error, OSError) and self.files.filesystem is not None:
+                raise  # fetching failed after its retries; the error names the URL
             raise ValueError(
                 f"{self.files.name(path)} is not a readable Parquet file "
                 f"({type(error).__name__}: {error})"

@@ -1,16 +1,35 @@
-"""Which files a table source names, and how to open them: a file, a list, a folder (its
+"""Which files a table source names, and how to read them: a file, a list, a folder (its
 files with the format's suffix, recursively, in sorted order), a glob, or a URL (``s3://``,
-``gs://``, ``http(s)://``, any fsspec protocol; ``storage_options`` go to fsspec)."""
+``gs://``, ``http(s)://``, any fsspec protocol; ``storage_options`` go to fsspec).
+
+A remote read that fails (a dropped connection, a 5xx, a short read) is tried again with
+backoff, as the shard cache does; after the last try the error names the URL and what was
+being read. Nothing is written locally, so nothing partial is left behind.
+"""
 
 from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Sequence
+import pickle
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, TypeVar
+
+T = TypeVar("T")
 
 _GLOB = set("*?[")
+# A failed remote read is tried this many more times, after 0.2 s, then 0.4 s, then 0.8 s.
+RETRIES = 3
+FIRST_DELAY_S = 0.2
+# Failures no retry can mend.
+PERMANENT: tuple[type[BaseException], ...] = (
+    FileNotFoundError,
+    PermissionError,
+    IsADirectoryError,
+    MemoryError,
+)
 
 
 @dataclass
@@ -20,13 +39,48 @@ class Files:
     paths: list[str]
     filesystem: Any = None  # an fsspec filesystem, or None for the local one
     storage_options: dict[str, Any] = field(default_factory=dict)
+    pid: int = field(default_factory=os.getpid)  # the process the filesystem was made in
 
     def open(self, path: str) -> IO[bytes]:
         if self.filesystem is None:
             return open(path, "rb")
+        if self.pid != os.getpid():
+            # A forked worker: fsspec's async filesystems (s3fs, http) refuse to run in a
+            # child what the parent started; a copy made here has its own loop and sessions.
+            self.filesystem = pickle.loads(pickle.dumps(self.filesystem))
+            self.pid = os.getpid()
         # No read-ahead: Arrow asks for exactly the footer and the column chunks it needs,
         # each read one ranged request, so unselected columns are never fetched.
         return self.filesystem.open(path, "rb", cache_type="none")
+
+    def read(
+        self,
+        path: str,
+        what: str,
+        reader: Callable[[IO[bytes]], T],
+        permanent: tuple[type[BaseException], ...] = (),
+    ) -> T:
+        """``reader(handle)`` of the file at ``path``, opened for it and closed after. A
+        remote file is tried again with backoff after a failure (not one of ``PERMANENT`` or
+        ``permanent``); after the last try an OSError names the URL and ``what``."""
+        attempts = 1 if self.filesystem is None else RETRIES + 1
+        delay = FIRST_DELAY_S
+        for attempt in range(1, attempts + 1):
+            try:
+                with self.open(path) as handle:
+                    return reader(handle)
+            except PERMANENT + permanent:
+                raise
+            except Exception as error:  # remote backends raise their own types (aiohttp's)
+                if attempt == attempts:
+                    tries = f" after {attempts} attempts" if attempts > 1 else ""
+                    raise OSError(
+                        f"{self.name(path)}: cannot read {what}{tries} "
+                        f"({type(error).__name__}: {error})"
+                    ) from error
+            time.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")
 
     def name(self, path: str) -> str:
         """The path as a user gave it: with its protocol for a remote file."""

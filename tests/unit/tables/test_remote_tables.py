@@ -4,7 +4,10 @@ over HTTP (a server on loopback with byte ranges), reading only the selected col
 from __future__ import annotations
 
 import os
+import time
+from collections import Counter
 
+import numpy as np
 import pytest
 
 pytest.importorskip("pyarrow", reason="needs pyarrow (pip install 'flowloader[tables]')")
@@ -29,8 +32,6 @@ def test_parquet_on_s3_through_fsspec(parquet_file) -> None:
         ds = ParquetDataset("s3://tables/train/", storage_options=options)
         assert len(ds) == 1200
         assert_row(ds[1111], 1111)
-        loader = fl.DataLoader(ds, batch_size=64, columns=None) if False else None
-        del loader
         ids = [
             int(i)
             for b in fl.DataLoader(
@@ -60,3 +61,75 @@ def test_parquet_over_http_fetches_only_the_columns_asked(parquet_file) -> None:
         assert server.gets["rows.parquet"] == 0  # byte ranges only
         # the footer (Arrow reads its last 64 KiB) and the id column's chunks: 3% of the file
         assert server.bytes_sent["rows.parquet"] < os.path.getsize(parquet_file) / 20
+
+
+def test_a_remote_row_group_read_is_tried_again_after_a_drop_or_a_503(parquet_file) -> None:
+    pytest.importorskip("aiohttp")
+    with ShardServer(str(parquet_file.parent)) as server:
+        ds = ParquetDataset(server.url("rows.parquet"), columns=["id", "text"])
+        server.drop_next["rows.parquet"] = 1  # a connection cut halfway through the body
+        assert_row_ids(ds.__getitems__([5, 150, 1100]), [5, 150, 1100])
+        server.fail_next["rows.parquet"] = 2  # two 503s, then the answer
+        assert_row_ids(ds.__getitems__([350, 351]), [350, 351])
+        server.fail_next["rows.parquet"] = 2
+        opened = ParquetDataset(server.url("rows.parquet"), columns=["id"])  # the footer too
+        assert len(opened) == 1200
+
+
+def test_a_remote_read_that_keeps_failing_names_the_url_and_row_group(parquet_file) -> None:
+    pytest.importorskip("aiohttp")
+    with ShardServer(str(parquet_file.parent)) as server:
+        url = server.url("rows.parquet")
+        ds = ParquetDataset(url, columns=["id"])
+        server.fail_next["rows.parquet"] = 100
+        started = time.monotonic()
+        with pytest.raises(OSError, match="cannot read row group 7 after 4 attempts") as error:
+            ds[777]
+        assert str(error.value).startswith(f"{url}: ")
+        assert time.monotonic() - started < 10  # 0.2 + 0.4 + 0.8 s of backoff
+        assert server.fail_next["rows.parquet"] == 96
+        with pytest.raises(OSError, match="cannot read its footer after 4 attempts"):
+            ParquetDataset(url)
+        server.fail_next["rows.parquet"] = 0
+        assert int(ds[777]["id"]) == 777  # nothing kept from the failures
+
+
+def assert_row_ids(rows: list[dict], ids: list[int]) -> None:
+    assert [int(row["id"]) for row in rows] == ids
+    assert [row["text"] for row in rows] == [f"row {i}" for i in ids]
+
+
+def test_s3_bytes_per_block_shuffled_epoch_are_the_selected_columns(tmp_path) -> None:
+    """An epoch under BlockShuffleSampler with 2 worker processes fetches the selected
+    columns' compressed chunks about once (<= 1.2x), and nothing of the others."""
+    import s3fs
+
+    rows = 20_000
+    rng = np.random.default_rng(0)
+    payload = [rng.bytes(300) for _ in range(rows)]  # 6 MB never selected
+    whole = table(rows).append_column("payload", [payload])
+    pq.write_table(whole, tmp_path / "rows.parquet", row_group_size=500)
+    footer = pq.ParquetFile(tmp_path / "rows.parquet").metadata
+    selected = ["id", "text", "score"]
+    chunks = [
+        footer.row_group(g).column(c)
+        for g in range(footer.num_row_groups)
+        for c in range(footer.num_columns)
+    ]
+    selected_bytes = sum(c.total_compressed_size for c in chunks if c.path_in_schema in selected)
+    assert selected_bytes < os.path.getsize(tmp_path / "rows.parquet") / 10
+    sent: Counter[str] = Counter()
+    with local_s3_server(sent) as endpoint:
+        options = {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": endpoint}}
+        fs = s3fs.S3FileSystem(**options)
+        fs.mkdir("epochs")  # moto's buckets outlive its server: a name of this test's own
+        fs.put(str(tmp_path / "rows.parquet"), "epochs/rows.parquet")
+        ds = ParquetDataset("s3://epochs/rows.parquet", selected, storage_options=options)
+        sent.clear()  # the epoch alone: the footer was read when the dataset was made
+        sampler = fl.BlockShuffleSampler(ds, seed=0)
+        loader = fl.DataLoader(ds, batch_size=256, sampler=sampler, num_workers=2)
+        ids = np.concatenate([batch["id"] for batch in loader])
+        fs.clear_instance_cache()
+    assert sorted(ids.tolist()) == list(range(rows))
+    fetched = sent["/epochs/rows.parquet"]
+    assert selected_bytes <= fetched <= 1.2 * selected_bytes, (fetched, selected_bytes)
