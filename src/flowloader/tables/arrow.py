@@ -32,6 +32,7 @@ class ArrowDataset(BlockTable):
     nulls and fixed-size lists stay views of the map)."""
 
     _writable_blocks = False  # views of the map: read-only, shared by every worker
+    _join_when_whole = False  # joining would copy the shared map into every worker
 
     def __init__(
         self,

@@ -30,6 +30,7 @@ _NOT_PICKLED = (
     "decoded_blocks",
     "_evictions",
     "_warned",
+    "_whole",
 )
 
 
@@ -54,6 +55,9 @@ class BlockTable(Dataset[dict[str, Any]]):
     _block_starts: np.ndarray
     cache_bytes: int
     _writable_blocks = True  # False where blocks view a shared map (ArrowDataset)
+    # Join the blocks into one array per column once all are cached; not where they view a
+    # map the workers share (joining would copy it into each).
+    _join_when_whole = True
 
     def _read_block(self, block: int) -> pa.Table:
         raise NotImplementedError
@@ -87,6 +91,10 @@ class BlockTable(Dataset[dict[str, Any]]):
         positions = self._positions(indices)
         if not positions.size:
             return []
+        whole = self._whole
+        if whole is not None:  # the table fits the cache: one gather per column
+            part = values.rows_of(positions)
+            return values.rows({name: column[part] for name, column in whole.items()})
         blocks = np.searchsorted(self._block_starts, positions, side="right") - 1
         touched, which = np.unique(blocks, return_inverse=True)
         columns = [self._columns(block) for block in touched.tolist()]
@@ -111,10 +119,13 @@ class BlockTable(Dataset[dict[str, Any]]):
         self.decoded_blocks = 0  # blocks read and converted by this process (cache misses)
         self._evictions = 0
         self._warned = False
+        self._whole: values.Columns | None = None
 
     def _columns(self, block: int) -> values.Columns:
         """Block ``block``'s selected columns as NumPy, from the cache or read."""
         with self._lock:
+            if self._whole is not None:
+                return values.block_of(self._whole, self._block_starts, block)
             found = self._cache.get(block)
             if found is not None:
                 self._cache.move_to_end(block)
@@ -135,6 +146,13 @@ class BlockTable(Dataset[dict[str, Any]]):
                 self._evictions += 1
             thrashing = self._evictions > 2 * (len(self._block_starts) - 1) + 8
             warn, self._warned = thrashing and not self._warned, self._warned or thrashing
+            everything = len(self._cache) == len(self._block_starts) - 1
+            if everything and self._join_when_whole and self._whole is None:
+                # A shuffled batch touches ~every block: gathering from each costs more
+                # than the rows. The joined arrays replace the blocks (about the same bytes).
+                ordered = [self._cache[b] for b in range(len(self._cache))]
+                self._whole = {name: values.joined([c[name] for c in ordered]) for name in columns}
+                self._cache.clear()
         if warn:
             warn_at_user(
                 f"{type(self).__name__}: {self.decoded_blocks} block reads for a table of "

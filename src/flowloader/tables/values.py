@@ -41,10 +41,7 @@ def rows(columns: Columns) -> list[dict[str, Any]]:
 def gather(blocks: Sequence[Columns], which: np.ndarray, local: np.ndarray) -> Columns:
     """The rows ``local[k]`` of ``blocks[which[k]]``, in the order of k."""
     if len(blocks) == 1:
-        if local.size and local[-1] - local[0] == local.size - 1 and np.all(np.diff(local) == 1):
-            part: Any = slice(int(local[0]), int(local[-1]) + 1)  # a run: views, no copy
-        else:
-            part = local
+        part = rows_of(local)
         return {name: column[part] for name, column in blocks[0].items()}
     order = np.argsort(which, kind="stable")
     bounds = np.searchsorted(which[order], np.arange(len(blocks) + 1))
@@ -56,6 +53,24 @@ def gather(blocks: Sequence[Columns], which: np.ndarray, local: np.ndarray) -> C
         parts = [block[name][pick] for block, pick in zip(blocks, picks, strict=True)]
         out[name] = _concatenate(parts)[back]
     return out
+
+
+def rows_of(local: np.ndarray) -> Any:
+    """What picks rows ``local`` out of a column: a slice (views, no copy) for a run."""
+    if local.size and local[-1] - local[0] == local.size - 1 and np.all(np.diff(local) == 1):
+        return slice(int(local[0]), int(local[-1]) + 1)
+    return local
+
+
+def joined(parts: list[np.ndarray]) -> np.ndarray:
+    """One column from its blocks' arrays (object arrays where their types differ)."""
+    return _concatenate(parts)
+
+
+def block_of(whole: Columns, starts: np.ndarray, block: int) -> Columns:
+    """Block ``block``'s rows of joined columns (views)."""
+    part = slice(int(starts[block]), int(starts[block + 1]))
+    return {name: column[part] for name, column in whole.items()}
 
 
 def nbytes(columns: Columns) -> int:

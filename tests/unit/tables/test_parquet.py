@@ -66,6 +66,28 @@ def test_the_cache_is_bounded_in_bytes(parquet_folder) -> None:
     assert ds.decoded_blocks == 11  # evicted, read again
 
 
+def test_a_table_that_fits_the_cache_is_joined_into_one_array_per_column(parquet_folder) -> None:
+    """Once every row group is cached, a shuffled batch is one gather per column; the rows
+    are the same, nothing is read again, and a table the cache cannot hold is never joined."""
+    ds = ParquetDataset(parquet_folder)
+    order = np.random.default_rng(0).permutation(1000)
+    first = [ds.__getitems__(order[s : s + 64]) for s in range(0, 1000, 64)]
+    assert ds._whole is not None
+    assert not ds._cache
+    assert ds.decoded_blocks == 10
+    again = [ds.__getitems__(order[s : s + 64]) for s in range(0, 1000, 64)]
+    assert ds.decoded_blocks == 10
+    for rows in (first, again):
+        for row, i in zip([r for batch in rows for r in batch], order, strict=True):
+            assert_row(row, int(i))
+    assert_row(ds[999], 999)
+    small = ParquetDataset(parquet_folder, cache_bytes=int(2.5 * one_group_charge(parquet_folder)))
+    with pytest.warns(RuntimeWarning, match="the cache .* cannot keep"):
+        for s in range(0, 1000, 64):
+            small.__getitems__(order[s : s + 64])
+    assert small._whole is None
+
+
 def test_it_pickles_without_its_cache(parquet_folder) -> None:
     ds = ParquetDataset(parquet_folder)
     ds[0]

@@ -1,5 +1,5 @@
 """torchvision-compatible datasets: MNIST, FashionMNIST, CIFAR10, CIFAR100, DatasetFolder,
-ImageFolder, FakeData, and ImageShards (tar shards)."""
+ImageFolder, FakeData, ImageShards (tar shards) and ImageTable (a table's image column)."""
 
 from .cifar import CIFAR10, CIFAR100
 from .fake import FakeData, make_cifar, make_image_folder, make_mnist
@@ -13,6 +13,7 @@ from .folder import (
     make_dataset,
 )
 from .image_shards import ImageShards
+from .image_table import ImageTable
 from .mnist import MNIST, FashionMNIST
 from .vision import StandardTransform, VisionDataset
 
@@ -26,6 +27,7 @@ __all__ = [
     "FashionMNIST",
     "ImageFolder",
     "ImageShards",
+    "ImageTable",
     "StandardTransform",
     "VisionDataset",
     "default_loader",

@@ -70,7 +70,7 @@ class PlannedImageDataset(VisionDataset):
         ):
             return load_one_by_one(self, indices, rngs)
         writer = BatchWriter(plan, len(indices), allocate)
-        targets = np.empty(len(indices), dtype=np.int64)
+        targets: list[Any] = [None] * len(indices)
         generators = _generators(plan, rngs)
         seeds = rngs.seeds if isinstance(rngs, SampleRngs) else None
         contents = _until_it_fails(self._read_ahead(indices))
@@ -88,8 +88,16 @@ class PlannedImageDataset(VisionDataset):
             writer.flush()  # an earlier sample's error comes first
             raise
         if isinstance(images, list):  # the images did not fit one array
-            return [(image, int(target)) for image, target in zip(images, targets, strict=True)]
-        return CollatedSamples((images, targets), lambda k: (images[k], int(targets[k])))
+            return list(zip(images, targets, strict=True))
+        return CollatedSamples((images, _stacked(targets)), lambda k: (images[k], targets[k]))
+
+
+def _stacked(targets: list[Any]) -> Any:
+    """The batch's targets as default_collate gives them: int64 for class indices, the list
+    itself for other values (an image-text table's captions)."""
+    if all(type(target) is int for target in targets):
+        return np.array(targets, dtype=np.int64)
+    return targets
 
 
 def _until_it_fails(contents: Iterator[bytes | None]) -> Iterator[bytes | None]:
