@@ -84,6 +84,22 @@ class CollatedSamples(collections.abc.Sequence):
         return list(self.columns)
 
 
+class CollatedRecords(CollatedSamples):
+    """Dict samples (a table's rows) already gathered into named columns: ``default_collate``
+    returns the dict of columns as it would have built it from the rows; any other
+    ``collate_fn`` sees the rows, as dicts."""
+
+    def __init__(self, columns: dict[str, Any]) -> None:
+        self.names = list(columns)
+        super().__init__(tuple(columns.values()), self._row)
+
+    def _row(self, k: int) -> dict[str, Any]:
+        return {name: column[k] for name, column in zip(self.names, self.columns, strict=True)}
+
+    def collated(self) -> dict[str, Any]:  # type: ignore[override]
+        return dict(zip(self.names, self.columns, strict=True))
+
+
 @dataclass(frozen=True)
 class Declared:
     """Which of the contract's optional parameters a ``__getitems__`` declares."""

@@ -31,9 +31,15 @@ MIN_FREE_SHM_BYTES = 16 << 20
 _group_tokens = itertools.count()
 
 
-def default_context() -> multiprocessing.context.BaseContext:
-    """fork where the platform has it (as PyTorch), else the platform's default."""
-    if "fork" in multiprocessing.get_all_start_methods():
+def default_context(dataset: Any = None) -> multiprocessing.context.BaseContext:
+    """fork where the platform has it (as PyTorch), else the platform's default. A dataset
+    that says ``fork_safe = False`` (it runs a library whose threads a fork would leave
+    broken, as Lance's runtime) gets forkserver: its workers start from a clean process and
+    receive the dataset pickled."""
+    methods = multiprocessing.get_all_start_methods()
+    if not getattr(dataset, "fork_safe", True) and "forkserver" in methods:
+        return multiprocessing.get_context("forkserver")
+    if "fork" in methods:
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context()
 
@@ -88,7 +94,7 @@ class WorkerGroup:
 
     def __init__(self, plan: LoadPlan, base_seed: int) -> None:
         shm.check_free_space(MIN_FREE_SHM_BYTES)
-        context = plan.multiprocessing_context or default_context()
+        context = plan.multiprocessing_context or default_context(plan.dataset)
         self.prefix = f"{shm.process_prefix()}{next(_group_tokens)}_"
         self.processes: list[Any] = [None] * plan.num_workers
         # id(process) -> (pid, exit code) of the processes reaped and closed at shutdown.

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..batching import Allocate, CollatedSamples, allocate_empty
+from ..batching import Allocate, CollatedRecords, CollatedSamples, allocate_empty
 
 # (the batch places a part fills, load(allocate) -> its samples); a part whose places are
 # consecutive is offered the batch's own memory through allocate
@@ -67,7 +67,8 @@ class _Batch:
         return allocate
 
     def add(self, at: list[int], part: Any) -> None:
-        if self._samples is None and isinstance(part, CollatedSamples) and self._fits(part):
+        stacked = type(part) is CollatedSamples  # not CollatedRecords: their rows are dicts
+        if self._samples is None and stacked and self._fits(part):
             for k, piece in enumerate(part.columns):
                 if k == len(self._columns):
                     self._columns.append(self._new_column(piece))
@@ -75,7 +76,9 @@ class _Batch:
             self._filled.extend(at)
             return
         samples = self._as_samples()
-        if isinstance(part, CollatedSamples):  # its rows may view the batch: keep copies
+        if isinstance(part, CollatedRecords):
+            part = [part[k] for k in range(len(at))]  # dicts of values of fresh columns
+        elif isinstance(part, CollatedSamples):  # its rows may view the batch: keep copies
             columns = [np.array(p) if isinstance(p, np.ndarray) else p for p in part.columns]
             part = [tuple(column[k] for column in columns) for k in range(len(at))]
         for k, sample in zip(at, part, strict=True):

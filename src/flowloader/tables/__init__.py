@@ -1,5 +1,6 @@
-"""Tables as map-style datasets: Parquet files (local or remote), Arrow IPC files and
-``datasets``' ``save_to_disk`` folders. Needs pyarrow (``pip install "flowloader[tables]"``);
+"""Tables as map-style datasets: Parquet files (local or remote), Arrow IPC files,
+``datasets``' ``save_to_disk`` folders and Lance datasets (pylance, imported when one is
+opened). Needs pyarrow (``pip install "flowloader[tables]"``);
 ``import flowloader`` does not import it.
 
 A table is random access by row, so everything the loader guarantees holds: the same batches
@@ -18,6 +19,7 @@ except ImportError as error:  # pragma: no cover - the message is the point
     ) from error
 
 from .arrow import ArrowDataset
+from .lance import LanceDataset
 from .parquet import ParquetDataset
 
-__all__ = ["ArrowDataset", "ParquetDataset"]
+__all__ = ["ArrowDataset", "LanceDataset", "ParquetDataset"]

@@ -86,7 +86,7 @@ class BlockTable(Dataset[dict[str, Any]]):
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.__getitems__([index])[0]
 
-    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+    def __getitems__(self, indices: Sequence[int]) -> Sequence[dict[str, Any]]:
         """The rows at ``indices``, in that order; each block they touch read once."""
         positions = self._positions(indices)
         if not positions.size:
@@ -94,12 +94,12 @@ class BlockTable(Dataset[dict[str, Any]]):
         whole = self._whole
         if whole is not None:  # the table fits the cache: one gather per column
             part = values.rows_of(positions)
-            return values.rows({name: column[part] for name, column in whole.items()})
+            return values.batch({name: column[part] for name, column in whole.items()})
         blocks = np.searchsorted(self._block_starts, positions, side="right") - 1
         touched, which = np.unique(blocks, return_inverse=True)
         columns = [self._columns(block) for block in touched.tolist()]
         local = positions - self._block_starts[blocks]
-        return values.rows(values.gather(columns, which.reshape(-1), local))
+        return values.batch(values.gather(columns, which.reshape(-1), local))
 
     def _positions(self, indices: Sequence[int]) -> np.ndarray:
         positions = np.asarray(indices, dtype=np.int64).reshape(-1)

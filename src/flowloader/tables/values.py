@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from ..batching import CollatedRecords
+
 Columns = dict[str, np.ndarray]
 
 
@@ -29,6 +31,27 @@ def numpy_columns(table: pa.Table, writable: bool = False) -> Columns:
     if writable:
         columns = {n: c if c.flags.writeable else c.copy() for n, c in columns.items()}
     return columns
+
+
+def batch(columns: Columns) -> Sequence[dict[str, Any]]:
+    """A batch's rows from its gathered ``columns``: already collated (one array or list per
+    column, as ``default_collate`` would stack the rows) when every column collates as it is;
+    else the rows as dicts, for ``default_collate`` to stack or to explain."""
+    ready: dict[str, Any] = {}
+    for name, column in columns.items():
+        if column.dtype.kind in "biuf":
+            ready[name] = column
+        elif column.dtype == object and _one_type(column) in (str, bytes):
+            ready[name] = column.tolist()
+        else:  # nulls, ragged lists, other types: default_collate's own rules and errors
+            return rows(columns)
+    return CollatedRecords(ready)
+
+
+def _one_type(column: np.ndarray) -> type | None:
+    """The type every value of ``column`` has, or None when they differ (or it is empty)."""
+    kinds = {type(value) for value in column.tolist()}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def rows(columns: Columns) -> list[dict[str, Any]]:
