@@ -1,8 +1,9 @@
 """Reading a Parquet table (issue 39): rows/s of an epoch in sequence, fully shuffled and
 block-shuffled, for flowloader and torch's DataLoader over the same ParquetDataset and
-sampler, and Hugging Face `datasets` (the same file as a `Dataset`, `shuffle()`d, through
-torch's DataLoader); 2 worker processes, batches of 256. Also how close BlockShuffleSampler
-is to a full shuffle.
+sampler; Hugging Face `datasets` (the same file as a `Dataset`, `shuffle()`d, through
+torch's DataLoader, and streamed with `shuffle(buffer_size)`); the same table converted to
+Lance, read by flowloader's LanceDataset and by pylance's own torch dataset; 2 worker
+processes, batches of 256. Also how close BlockShuffleSampler is to a full shuffle.
 
     python -m benchmarks.tables [--rows 1000000] [--runs 3] [--json F]
 """
@@ -88,6 +89,75 @@ def hf_rate(path: str, shuffle: bool, epoch: int) -> float:
     return rows / (time.perf_counter() - start)
 
 
+def hf_stream_rate(path: str, epoch: int) -> float:
+    """`datasets`' streaming path: the Parquet file as an IterableDataset with a shuffle
+    buffer of 10,000 rows, through torch's DataLoader with 2 workers (one file is one shard:
+    one worker reads it all, huggingface/datasets #7999)."""
+    import datasets
+    import torch.utils.data
+
+    stream = datasets.load_dataset("parquet", data_files=path, split="train", streaming=True)
+    stream = stream.shuffle(buffer_size=10_000, seed=epoch).with_format("numpy")
+    loader = torch.utils.data.DataLoader(stream, batch_size=BATCH, num_workers=WORKERS)
+    start = time.perf_counter()
+    rows = sum(len(batch["id"]) for batch in loader)
+    return rows / (time.perf_counter() - start)
+
+
+def to_lance(path: str, uri: str) -> None:
+    """The Parquet table as a Lance dataset of 10 fragments."""
+    import lance
+    import pyarrow.parquet as pq
+
+    rows = pq.ParquetFile(path).metadata.num_rows
+    lance.write_dataset(pq.read_table(path, columns=COLUMNS), uri, max_rows_per_file=rows // 10)
+
+
+def pylance_rate(uri: str) -> float:
+    """pylance's own torch dataset (an IterableDataset scanning its fragments, reading
+    ahead on its threads; it has no row shuffle), batches as NumPy, through torch's
+    DataLoader in the main process (it shards by rank, not by worker)."""
+    import torch.utils.data
+    from lance.torch.data import LanceDataset as PylanceTorch
+
+    def as_numpy(batch: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return {name: batch[name].to_numpy(zero_copy_only=False) for name in batch.schema.names}
+
+    stream = PylanceTorch(uri, BATCH, columns=COLUMNS, to_tensor_fn=as_numpy)
+    loader = torch.utils.data.DataLoader(stream, batch_size=None)
+    start = time.perf_counter()
+    rows = sum(len(batch["id"]) for batch in loader)
+    return rows / (time.perf_counter() - start)
+
+
+def lance_measures(folder: str, path: str, counter: Any) -> dict[str, Callable[[], float]]:
+    """flowloader's LanceDataset and pylance's torch dataset, where pylance is installed."""
+    try:
+        import lance  # noqa: F401
+    except ImportError:
+        print("pylance is not installed: leaving Lance out")
+        return {}
+    import flowloader as fl
+    from flowloader.tables import LanceDataset
+
+    uri = os.path.join(folder, "table.lance")
+    to_lance(path, uri)
+    dataset = LanceDataset(uri, COLUMNS)
+    measure: dict[str, Callable[[], float]] = {
+        "flowloader + LanceDataset, in sequence": lambda: epoch_rate(fl.DataLoader, dataset, None),
+        "flowloader + LanceDataset, full shuffle": lambda: epoch_rate(
+            fl.DataLoader, dataset, fl.RandomSampler(dataset, generator=next(counter))
+        ),
+    }
+    try:
+        import torch  # noqa: F401
+
+        measure["pylance torch dataset, in sequence"] = lambda: pylance_rate(uri)
+    except ImportError:
+        pass
+    return measure
+
+
 def shuffle_quality(dataset: Any) -> dict[str, float]:
     """How far each order is from a full shuffle: the share of neighbours from one row
     group, and the row groups a batch of 256 draws from."""
@@ -127,9 +197,16 @@ def run(rows: int, runs: int) -> dict[str, Any]:
 
             measure["HF datasets + torch, in sequence"] = lambda: hf_rate(path, False, 0)
             measure["HF datasets + torch, shuffle()"] = lambda: hf_rate(path, True, next(counter))
+            streaming = True
         except ImportError:
             print("datasets is not installed: leaving it out")
+            streaming = False
+        measure.update(lance_measures(folder, path, counter))
         rates = alternate(runs, measure)
+        if streaming:  # once: it reads about 3,000 rows/s (one worker: one file, one shard)
+            rates["HF datasets streaming + torch, shuffle(10,000), one run"] = [
+                hf_stream_rate(path, 0)
+            ]
         return {
             "rows": rows,
             "row_groups": ROW_GROUPS,

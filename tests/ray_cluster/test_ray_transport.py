@@ -331,3 +331,25 @@ def test_a_dataset_the_actors_cannot_rebuild_is_named_in_the_error(cluster) -> N
     assert "ModuleNotFoundError: No module named 'only_on_the_driver'" in message
     assert "creation task" in message
     assert "\x1b[" not in message  # Ray's terminal colours are taken out
+
+
+def test_a_parquet_table_gives_the_same_batches_on_actors(cluster, tmp_path) -> None:
+    """flowloader.tables through Ray actors (the nodes share this machine's files): the same
+    block-shuffled batches as in process, every row once."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from flowloader.tables import ParquetDataset
+
+    from ..unit.tables.conftest import table
+
+    pq.write_table(table(900), tmp_path / "rows.parquet", row_group_size=100)
+    dataset = ParquetDataset(str(tmp_path / "rows.parquet"), columns=["id", "score", "text"])
+
+    def epoch(**options) -> list:
+        sampler = fl.BlockShuffleSampler(dataset, window=3, seed=5)
+        got = fl.DataLoader(dataset, batch_size=32, sampler=sampler, **options)
+        return [(b["id"].tolist(), b["score"].tolist(), b["text"]) for b in got]
+
+    expected = epoch()
+    assert sorted(i for ids, _, _ in expected for i in ids) == list(range(900))
+    got = epoch(num_workers=2, worker_method="ray", ray_options=ON_WORKER_NODES)
+    assert got == expected

@@ -157,3 +157,36 @@ def test_a_state_from_another_window_is_refused() -> None:
     sampler = BlockShuffleSampler(100, block_size=10, window=2)
     with pytest.raises(ValueError, match="window=3, this one has window=2"):
         sampler.load_state_dict({**sampler.state_dict(), "window": 3})
+
+
+def test_one_then_two_then_three_ranks_read_every_row_once() -> None:
+    dataset = Blocks([25] * 8)
+
+    def ranks(world: int) -> list[fl.DataLoader]:
+        return [
+            loader(
+                dataset,
+                BlockShuffleSampler(
+                    dataset, window=3, seed=2, num_replicas=world, rank=r, drop_last=False
+                ),
+                0,
+            )
+            for r in range(world)
+        ]
+
+    (one,) = ranks(1)
+    iterator = iter(one)
+    seen = [i for _ in range(6) for i in next(iterator)]
+    state = one.state_dict()
+    two = ranks(2)
+    iterators = []
+    for resumed in two:
+        resumed.load_state_dict(state)
+        iterators.append(iter(resumed))
+    seen += [i for _ in range(4) for it in iterators for i in next(it)]  # in lockstep
+    state = two[0].state_dict()
+    for resumed in ranks(3):
+        resumed.load_state_dict(state)
+        seen += [i for batch in resumed for i in batch]
+    assert sorted(set(seen)) == list(range(200))
+    assert len(seen) <= 200 + 2 + 1  # padding only: to even 2 ranks, then 3
