@@ -48,9 +48,16 @@ SUITES = {
     ),
     "permutation": ("The keyed permutation: orders, uniformity and cost (issue 37)", False),
     "tables": (
-        "Parquet tables: in sequence, shuffled, block-shuffled, and HF datasets (issue 39)",
+        "Parquet tables: in sequence, shuffled, block-shuffled, against HF datasets and Lance "
+        "(issue 39)",
         False,
     ),
+    "tables_scale": (
+        "Tables at scale: opening 10^8 rows, worker memory over 20 epochs (issue 39)",
+        False,
+    ),
+    "image_table": ("An image-text table through the ImageNet pipeline (issue 39)", False),
+    "make_tokens_text": ("make-tokens from text against datasets.map (issue 39)", False),
     "packing": (
         "Token packing against Grain, nanoGPT windows and token-file indexes (issue 27)",
         False,

@@ -132,6 +132,10 @@ def table(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def section(quick: bool = False) -> str:
+    return table(run(1 if quick else 5))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)

@@ -167,6 +167,10 @@ def table(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def section(quick: bool = False) -> str:
+    return table(run(10_000 if quick else 60_000, 1 if quick else 3))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--documents", type=int, default=60_000)

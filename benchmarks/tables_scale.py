@@ -120,6 +120,10 @@ def table(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def section(quick: bool = False) -> str:
+    return table(run(3 if quick else 20))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=20)

@@ -29,6 +29,7 @@ _NOT_PICKLED = (
     "_cached_bytes",
     "decoded_blocks",
     "_evictions",
+    "_rows_asked",
     "_warned",
     "_whole",
 )
@@ -91,6 +92,7 @@ class BlockTable(Dataset[dict[str, Any]]):
         positions = self._positions(indices)
         if not positions.size:
             return []
+        self._rows_asked += positions.size  # unlocked: a count for a warning, not exact
         whole = self._whole
         if whole is not None:  # the table fits the cache: one gather per column
             part = values.rows_of(positions)
@@ -118,6 +120,7 @@ class BlockTable(Dataset[dict[str, Any]]):
         self._cached_bytes = 0
         self.decoded_blocks = 0  # blocks read and converted by this process (cache misses)
         self._evictions = 0
+        self._rows_asked = 0  # rows asked of this process (what reading them should cost)
         self._warned = False
         self._whole: values.Columns | None = None
 
@@ -144,7 +147,15 @@ class BlockTable(Dataset[dict[str, Any]]):
                 dropped, _ = self._cache.popitem(last=False)
                 self._cached_bytes -= self._charges.pop(dropped)
                 self._evictions += 1
-            thrashing = self._evictions > 2 * (len(self._block_starts) - 1) + 8
+            # Thrashing: more block reads than twice what the rows asked need, block by block
+            # (a locality-keeping order over a table bigger than the cache reads each block
+            # about once per pass, whatever the number of passes).
+            blocks = len(self._block_starts) - 1
+            needed = self._rows_asked * blocks / max(len(self), 1)
+            thrashing = (
+                self._evictions > 2 * blocks + 8
+                and self.decoded_blocks > 2 * needed + len(self._cache) + 8
+            )
             warn, self._warned = thrashing and not self._warned, self._warned or thrashing
             everything = len(self._cache) == len(self._block_starts) - 1
             if everything and self._join_when_whole and self._whole is None:
