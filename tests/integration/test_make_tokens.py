@@ -132,8 +132,10 @@ def test_bad_arguments_and_paths(tmp_path, args, message) -> None:
 def test_help_names_the_formats() -> None:
     assert "make-tokens" in flowloader("--help").stdout
     said = " ".join(flowloader("make-tokens", "--help").stdout.split())
-    assert ".jsonl or .json as JSON Lines" in said
+    assert ".jsonl or .json file as JSON Lines" in said
     assert "any other file as text" in said
+    assert "a Parquet or Arrow table" in said
+    assert "With --tokenizer the documents are texts" in said
 
 
 def test_the_format_follows_the_extension() -> None:
