@@ -235,3 +235,22 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_tokenized_table_packs_into_rows(corpus) -> None:
+    """A table's texts, tokenized by make-tokens, through Packed and the loader: every token
+    in exactly one row, the same rows for any workers."""
+    import flowloader as fl
+    from flowloader.text import Packed
+
+    folder, _, _ = corpus
+    done = tokenize(folder, "corpus.parquet", "packed.bin", "--eos", "<eos>", "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    rows = Packed(TokenDataset(str(folder / "packed.bin")), seq_len=64, shuffle=True, seed=1)
+    rows.audit()
+
+    def epoch(**options) -> list:
+        loader = fl.DataLoader(rows, batch_size=16, **options)
+        return [batch["tokens"].tolist() for batch in loader]
+
+    assert epoch(num_workers=2) == epoch()
