@@ -1,7 +1,9 @@
 """LanceDataset: rows and values as the other tables give them, a batch in one take in the
 order asked, the same batches for any workers, a pinned version that a resume checks, and
 clear errors. Run in a pytest of their own by test_lance.py: once imported, pylance warns at
-every fork of the process, which tests that turn warnings into errors would trip on."""
+every fork of the process, which tests that turn warnings into errors would trip on; pylance
+is imported by a fixture, never when this file is imported (the suite's --doctest-modules
+imports it)."""
 
 from __future__ import annotations
 
@@ -12,16 +14,22 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pyarrow", reason="needs pyarrow (pip install 'flowloader[tables]')")
-lance = pytest.importorskip("lance", reason="needs pylance (pip install 'flowloader[lance]')")
 
-import flowloader as fl  # noqa: E402
-from flowloader.tables import LanceDataset  # noqa: E402
+import flowloader as fl
+from flowloader.tables import LanceDataset
 
-from .conftest import assert_row, table  # noqa: E402
+from .conftest import assert_row, table
 
 
 @pytest.fixture
-def lance_uri(tmp_path):
+def lance():
+    """pylance, imported here, not at import: the suite's --doctest-modules imports this file
+    in the main pytest process, which must never load pylance."""
+    return pytest.importorskip("lance", reason="needs pylance (pip install 'flowloader[lance]')")
+
+
+@pytest.fixture
+def lance_uri(tmp_path, lance):
     """1,000 rows of the test table in fragments of 300 rows."""
     uri = str(tmp_path / "rows.lance")
     lance.write_dataset(table(1000), uri, max_rows_per_file=300)
@@ -65,7 +73,7 @@ def test_the_same_batches_for_any_workers(lance_uri, workers, method) -> None:
         assert ids(workers, worker_method=method) == expected
 
 
-def test_the_version_is_pinned_and_a_resume_checks_it(lance_uri) -> None:
+def test_the_version_is_pinned_and_a_resume_checks_it(lance_uri, lance) -> None:
     ds = LanceDataset(lance_uri, columns=["id"])
     lance.write_dataset(table(50, offset=1000), lance_uri, mode="append")
     assert len(ds) == 1000  # still the version it was opened at

@@ -26,3 +26,9 @@ def test_lance_cases_in_their_own_process() -> None:
     )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert " passed" in done.stdout.splitlines()[-1], done.stdout[-2000:]
+
+
+def test_the_suite_process_has_not_loaded_pylance() -> None:
+    """Nothing the suite imports or runs in its own process may load pylance (its fork
+    hook warns at every later fork); lance_cases.py imports it only in its fixtures."""
+    assert "lance" not in sys.modules
