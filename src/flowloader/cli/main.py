@@ -192,12 +192,13 @@ def _add_make_tokens(commands: Any) -> None:
         metavar="TOKEN",
         help="a token of --tokenizer to append to every document, such as '<|endoftext|>'",
     )
+    cores = available_cores()
     tokens.add_argument(
         "--workers",
         type=_positive(int),
-        default=available_cores(),
+        default=cores,
         help="processes tokenizing with --tokenizer (default: the cores this process may use, "
-        f"here {available_cores()})",
+        f"here {cores})",
     )
     tokens.add_argument(
         "--force", action="store_true", help="replace OUTPUT if it is already a finished token file"

@@ -24,13 +24,20 @@ import numpy as np
 from flowloader.text import write_tokens
 
 from .bench import UsageError
-from .text_documents import Chunk, TextLines, open_table, quote, table_chunks, table_kind
+from .text_documents import (
+    Chunk,
+    TextLines,
+    is_jsonl,
+    open_table,
+    quote,
+    table_chunks,
+    table_kind,
+)
 from .tokenize_text import TextTokenizer, tokenized
 
 if TYPE_CHECKING:
     from flowloader.tables.blocks import BlockTable
 
-JSONL_EXTENSIONS = (".jsonl", ".json")
 # The progress callback runs again after this many more bytes of input.
 PROGRESS_BYTES = 1 << 20
 # How much of a bad line an error quotes.
@@ -47,11 +54,6 @@ class TokensReport:
 def read_back(output: str) -> str:
     """The line of Python that reads the token file ``output`` back."""
     return f"flowloader.text.TokenDataset({output!r})"
-
-
-def is_jsonl(path: str) -> bool:
-    """JSON Lines by the file's extension; anything else is read as text."""
-    return os.path.splitext(path)[1].lower() in JSONL_EXTENSIONS
 
 
 def input_bytes(path: str) -> int | None:

@@ -19,7 +19,7 @@ from .bench import UsageError
 
 PARQUET = (".parquet", ".parq")
 ARROW = (".arrow", ".feather", ".ipc")
-JSONL = (".jsonl", ".json")
+JSONL_EXTENSIONS = (".jsonl", ".json")
 # Documents per chunk of a line file (a table's chunks are its blocks).
 CHUNK = 1024
 
@@ -34,6 +34,11 @@ class Chunk:
     def name(self, k: int) -> str:
         """Where the chunk's ``k``-th value comes from, for an error."""
         return f"{self.source}: {self.unit} {self.first + k}"
+
+
+def is_jsonl(path: str) -> bool:
+    """JSON Lines by the file's extension; anything else is read as text."""
+    return os.path.splitext(path)[1].lower() in JSONL_EXTENSIONS
 
 
 def table_kind(source: str) -> str | None:
@@ -84,7 +89,7 @@ class TextLines:
         self.bytes_read = 0
 
     def __iter__(self) -> Iterator[Chunk]:
-        jsonl = os.path.splitext(self.path)[1].lower() in JSONL
+        jsonl = is_jsonl(self.path)
         values: list[Any] = []
         first = 0
         with open(self.path, "rb") as stream:

@@ -9,6 +9,7 @@ off): the processes are the parallelism. With one worker the tokenizer runs here
 from __future__ import annotations
 
 import collections
+import itertools
 import multiprocessing
 import os
 import signal
@@ -65,7 +66,7 @@ class TextTokenizer:
             for ids in encodings:
                 ids.append(self.eos_id)
         lengths = np.fromiter((len(ids) for ids in encodings), np.int64, len(encodings))
-        flat = np.fromiter((i for ids in encodings for i in ids), np.int64, int(lengths.sum()))
+        flat = np.fromiter(itertools.chain.from_iterable(encodings), np.int64, int(lengths.sum()))
         return lengths, flat
 
     def __getstate__(self) -> dict[str, Any]:

@@ -89,7 +89,7 @@ class BlockTable(Dataset[dict[str, Any]]):
 
     def __getitems__(self, indices: Sequence[int]) -> Sequence[dict[str, Any]]:
         """The rows at ``indices``, in that order; each block they touch read once."""
-        positions = self._positions(indices)
+        positions = values.positions(indices, len(self))
         if not positions.size:
             return []
         self._rows_asked += positions.size  # unlocked: a count for a warning, not exact
@@ -102,14 +102,6 @@ class BlockTable(Dataset[dict[str, Any]]):
         columns = [self._columns(block) for block in touched.tolist()]
         local = positions - self._block_starts[blocks]
         return values.batch(values.gather(columns, which.reshape(-1), local))
-
-    def _positions(self, indices: Sequence[int]) -> np.ndarray:
-        positions = np.asarray(indices, dtype=np.int64).reshape(-1)
-        n = len(self)
-        if positions.size and (positions.min() < -n or positions.max() >= n):
-            bad = int(positions[(positions < -n) | (positions >= n)][0])
-            raise IndexError(f"index {bad} is out of range for a table of {n} rows")
-        return np.where(positions < 0, positions + n, positions)
 
     # -- the cache ------------------------------------------------------------------------
 
@@ -157,7 +149,7 @@ class BlockTable(Dataset[dict[str, Any]]):
                 and self.decoded_blocks > 2 * needed + len(self._cache) + 8
             )
             warn, self._warned = thrashing and not self._warned, self._warned or thrashing
-            everything = len(self._cache) == len(self._block_starts) - 1
+            everything = len(self._cache) == blocks
             if everything and self._join_when_whole and self._whole is None:
                 # A shuffled batch touches ~every block: gathering from each costs more
                 # than the rows. The joined arrays replace the blocks (about the same bytes).

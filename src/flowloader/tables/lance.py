@@ -88,12 +88,7 @@ class LanceDataset(Dataset[dict[str, Any]]):
 
     def __getitems__(self, indices: Sequence[int]) -> Sequence[dict[str, Any]]:
         """The rows at ``indices``, in that order: one ``take``."""
-        positions = np.asarray(indices, dtype=np.int64).reshape(-1)
-        n = len(self)
-        if positions.size and (positions.min() < -n or positions.max() >= n):
-            bad = int(positions[(positions < -n) | (positions >= n)][0])
-            raise IndexError(f"index {bad} is out of range for a table of {n} rows")
-        positions = np.where(positions < 0, positions + n, positions)
+        positions = values.positions(indices, len(self))
         if not positions.size:
             return []
         # Lance takes rows in its own (ascending) order: ask once per distinct row, sorted,

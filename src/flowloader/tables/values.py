@@ -33,6 +33,16 @@ def numpy_columns(table: pa.Table, writable: bool = False) -> Columns:
     return columns
 
 
+def positions(indices: Sequence[int], n: int) -> np.ndarray:
+    """``indices`` as non-negative row numbers of a table of ``n`` rows (negative ones count
+    from the end); IndexError naming the first out of range."""
+    asked = np.asarray(indices, dtype=np.int64).reshape(-1)
+    if asked.size and (asked.min() < -n or asked.max() >= n):
+        bad = int(asked[(asked < -n) | (asked >= n)][0])
+        raise IndexError(f"index {bad} is out of range for a table of {n} rows")
+    return np.where(asked < 0, asked + n, asked)
+
+
 def batch(columns: Columns) -> Sequence[dict[str, Any]]:
     """A batch's rows from its gathered ``columns``: already collated (one array or list per
     column, as ``default_collate`` would stack the rows) when every column collates as it is;
@@ -41,16 +51,16 @@ def batch(columns: Columns) -> Sequence[dict[str, Any]]:
     for name, column in columns.items():
         if column.dtype.kind in "biuf":
             ready[name] = column
-        elif column.dtype == object and _one_type(column) in (str, bytes):
-            ready[name] = column.tolist()
+        elif column.dtype == object and _one_type(listed := column.tolist()) in (str, bytes):
+            ready[name] = listed
         else:  # nulls, ragged lists, other types: default_collate's own rules and errors
             return rows(columns)
     return CollatedRecords(ready)
 
 
-def _one_type(column: np.ndarray) -> type | None:
-    """The type every value of ``column`` has, or None when they differ (or it is empty)."""
-    kinds = {type(value) for value in column.tolist()}
+def _one_type(values: list[Any]) -> type | None:
+    """The type every one of ``values`` has, or None when they differ (or there are none)."""
+    kinds = {type(value) for value in values}
     return kinds.pop() if len(kinds) == 1 else None
 
 
