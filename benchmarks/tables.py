@@ -1,9 +1,10 @@
 """Reading a Parquet table (issue 39): rows/s of an epoch in sequence, fully shuffled and
 block-shuffled, for flowloader and torch's DataLoader over the same ParquetDataset and
-sampler; Hugging Face `datasets` (the same file as a `Dataset`, `shuffle()`d, through
-torch's DataLoader, and streamed with `shuffle(buffer_size)`); the same table converted to
-Lance, read by flowloader's LanceDataset and by pylance's own torch dataset; 2 worker
-processes, batches of 256. Also how close BlockShuffleSampler is to a full shuffle.
+sampler; Hugging Face `datasets` (the same file as a `Dataset`: `shuffle()`d through torch's
+DataLoader, and as flowloader's source; streamed with `shuffle(buffer_size)`); the same
+table converted to Lance, read by flowloader's LanceDataset and by pylance's own torch
+dataset; 2 worker processes, batches of 256. Also how close BlockShuffleSampler is to a
+full shuffle.
 
     python -m benchmarks.tables [--rows 1000000] [--runs 3] [--json F]
 """
@@ -87,6 +88,15 @@ def hf_rate(path: str, shuffle: bool, epoch: int) -> float:
     start = time.perf_counter()
     rows = sum(len(batch["id"]) for batch in loader)
     return rows / (time.perf_counter() - start)
+
+
+def hf_source(path: str) -> Any:
+    """The file as a `datasets.Dataset` (NumPy format), to hand to flowloader's DataLoader as
+    a map-style source: its `__getitems__` reads a batch's rows together."""
+    import datasets
+
+    hf = datasets.Dataset.from_parquet(path, cache_dir=os.path.dirname(path) + "/hf-cache")
+    return hf.with_format("numpy", columns=COLUMNS)
 
 
 def hf_stream_rate(path: str, epoch: int) -> float:
@@ -197,6 +207,15 @@ def run(rows: int, runs: int) -> dict[str, Any]:
 
             measure["HF datasets + torch, in sequence"] = lambda: hf_rate(path, False, 0)
             measure["HF datasets + torch, shuffle()"] = lambda: hf_rate(path, True, next(counter))
+            import flowloader as fl
+
+            source = hf_source(path)
+            measure["flowloader + HF Dataset, in sequence"] = lambda: epoch_rate(
+                fl.DataLoader, source, None
+            )
+            measure["flowloader + HF Dataset, full shuffle"] = lambda: epoch_rate(
+                fl.DataLoader, source, fl.RandomSampler(source, generator=next(counter))
+            )
             streaming = True
         except ImportError:
             print("datasets is not installed: leaving it out")

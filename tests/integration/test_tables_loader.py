@@ -121,3 +121,82 @@ def test_a_mixture_of_tables(parquet_file, tmp_path) -> None:
     assert abs(len(from_arrow) / len(ids) - 0.25) < 0.01
     assert run(num_workers=2) == expected
     assert run(num_workers=2, worker_method="thread") == expected
+
+
+def test_packed_over_a_tokenized_table_mixed_with_a_token_file(tmp_path) -> None:
+    """A table's token column (``columns`` as one name: rows are its arrays, ``lengths``
+    read from the list offsets) packs as token files do, alone and in a Mixture with one."""
+    import pyarrow as pa
+
+    from flowloader.text import Packed, TokenDataset, write_tokens
+
+    table_docs = [np.arange(1 + i % 11, dtype=np.uint16) + 1 for i in range(240)]
+    file_docs = [np.full(1 + i % 7, 5000 + i, dtype=np.uint16) for i in range(90)]
+    tokens = pa.array(table_docs, pa.list_(pa.uint16()))
+    pq.write_table(pa.table({"input_ids": tokens}), tmp_path / "t.parquet", row_group_size=40)
+    table = ParquetDataset(tmp_path / "t.parquet", columns="input_ids")
+    assert table.lengths.tolist() == [len(doc) for doc in table_docs]
+    np.testing.assert_array_equal(table[17], table_docs[17])
+    token_file = TokenDataset(write_tokens(file_docs, tmp_path / "f.bin"))
+
+    alone = Packed(table, 24, block=64)
+    assert alone.audit()["tokens"] == sum(len(doc) for doc in table_docs)
+    mix = fl.Mixture({"table": table, "file": token_file}, {"table": 2, "file": 1}, seed=3)
+    packed = Packed(mix, 24, block=32, shuffle=True, seed=1)
+    packed.audit()
+
+    def run(**options) -> list:
+        loader = fl.DataLoader(packed, batch_size=8, **options)
+        return [batch["tokens"].tolist() for batch in loader]
+
+    expected = run()
+    flat = [t for batch in expected for row in batch for t in row if t]
+    from_file = sorted(t for t in flat if t >= 5000)
+    assert from_file == sorted(t for doc in file_docs for t in doc.tolist())
+    assert run(num_workers=2) == expected
+    assert run(num_workers=2, worker_method="thread") == expected
+
+
+def test_a_hundred_random_resume_points_are_exact(parquet_file) -> None:
+    """A real table under BlockShuffleSampler or a full shuffle, cut at 100 random batches
+    of two epochs (a random loader before and after: 0-3 workers, threads, one cut in ten
+    onto processes): the batches are those of the uninterrupted run."""
+    import json
+    import random
+
+    ds = ParquetDataset(parquet_file, columns="id")
+
+    def loader(block_shuffled: bool, workers: int, method: str) -> fl.DataLoader:
+        options = {"num_workers": workers, "worker_method": method}
+        if block_shuffled:
+            sampler = fl.BlockShuffleSampler(ds, window=3, seed=8)
+            return fl.DataLoader(ds, batch_size=50, sampler=sampler, **options)
+        return fl.DataLoader(ds, batch_size=50, shuffle=True, generator=8, **options)
+
+    def ids(batch) -> list[int]:
+        return [int(i) for i in batch]
+
+    def two_epochs(reference: fl.DataLoader) -> list[list[int]]:
+        return [ids(b) for _ in range(2) for b in reference]
+
+    full = {kind: two_epochs(loader(kind, 0, "thread")) for kind in (True, False)}
+    assert sorted(i for b in full[True][:24] for i in b) == list(range(1200))
+    assert full[True][:24] != full[True][24:], "the second epoch reshuffles"
+    draw = random.Random(20261204)
+    for point in range(100):
+        kind = draw.random() < 0.7
+        method = "multiprocessing" if point % 10 == 0 else "thread"
+        cut = draw.randrange(1, len(full[kind]))
+        first = loader(kind, draw.randrange(4), method)
+        got: list[list[int]] = []
+        while len(got) < cut:
+            for batch in first:
+                got.append(ids(batch))
+                if len(got) == cut:
+                    break
+        state = json.loads(json.dumps(first.state_dict()))
+        second = loader(kind, draw.randrange(4), "thread")
+        second.load_state_dict(state)
+        while len(got) < len(full[kind]):
+            got += [ids(batch) for batch in second]
+        assert got == full[kind], f"cut at batch {cut} of {len(full[kind])}"

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .blocks import DEFAULT_CACHE_BYTES, BlockTable, selected_columns
+from .blocks import DEFAULT_CACHE_BYTES, BlockTable, item_column, selected_columns
 
 _SUFFIXES = (".arrow", ".feather", ".ipc")
 
@@ -27,7 +27,8 @@ _SUFFIXES = (".arrow", ".feather", ".ipc")
 class ArrowDataset(BlockTable):
     """Row ``i`` of the Arrow IPC files at ``path`` (a file, a list of files, a folder of
     ``*.arrow`` files, or a ``datasets`` ``save_to_disk`` folder), as a dict of the
-    ``columns`` selected (all by default); values as :class:`ParquetDataset` gives them.
+    ``columns`` selected (all by default; one name: that column's values); values as
+    :class:`ParquetDataset` gives them.
     ``cache_bytes`` bounds the blocks each worker keeps converted to NumPy (numbers without
     nulls and fixed-size lists stay views of the map)."""
 
@@ -37,7 +38,7 @@ class ArrowDataset(BlockTable):
     def __init__(
         self,
         path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-        columns: Sequence[str] | None = None,
+        columns: str | Sequence[str] | None = None,
         *,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
@@ -59,7 +60,8 @@ class ArrowDataset(BlockTable):
             self._file_rows.append(sum(sizes))
         assert schema is not None
         self.columns = selected_columns(columns, schema, self.paths[0])
-        self.schema: pa.Schema = pa.schema([schema.field(name) for name in self.columns])
+        self.item_column = item_column(columns)
+        self.schema = pa.schema([schema.field(name) for name in self.columns])
         self._block_starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
         self._batches: list[pa.RecordBatch] | None = None
         self._setup_cache()

@@ -9,12 +9,15 @@ share one, behind a lock.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pt
 
 from .._warn import warn_at_user
 from ..dataset import Dataset
@@ -22,6 +25,8 @@ from ..order import Read
 from . import values
 
 DEFAULT_CACHE_BYTES = 256 << 20
+# A block that could not be read fails again at once for this long before it is read again.
+FAILED_BLOCK_WAIT_S = 30.0
 _NOT_PICKLED = (
     "_lock",
     "_cache",
@@ -32,29 +37,42 @@ _NOT_PICKLED = (
     "_rows_asked",
     "_warned",
     "_whole",
+    "_failed",
 )
 
 
-def selected_columns(columns: Sequence[str] | None, schema: pa.Schema, where: str) -> list[str]:
-    """The columns to read: all of ``schema``'s, or ``columns`` once each is seen to be
-    there (a ValueError naming ``where`` and the columns there are, if not)."""
+def selected_columns(
+    columns: str | Sequence[str] | None, schema: pa.Schema, where: str
+) -> list[str]:
+    """The columns to read: all of ``schema``'s, or ``columns`` (a list, or one name) once
+    each is seen to be there (a ValueError naming ``where`` and the columns there are, if
+    not)."""
     if columns is None:
         return list(schema.names)
     if isinstance(columns, str):
-        raise TypeError(f"columns should be a list of column names, got the string {columns!r}")
+        columns = [columns]
     missing = [name for name in columns if name not in schema.names]
     if missing:
         raise ValueError(f"{where}: no column {missing}; the table's columns are {schema.names}")
     return list(columns)
 
 
-class BlockTable(Dataset[dict[str, Any]]):
+def item_column(columns: str | Sequence[str] | None) -> str | None:
+    """The column whose values are the rows themselves: ``columns`` given as one name (a
+    list, even of one name, gives dicts)."""
+    return columns if isinstance(columns, str) else None
+
+
+class BlockTable(Dataset[Any]):
     """A table whose rows are stored in blocks. Subclasses set ``_block_starts`` (the first
-    row of each block, then the row count) and ``cache_bytes``, read a block with
-    ``_read_block`` and name their files; then call ``_setup_cache()``."""
+    row of each block, then the row count), ``cache_bytes`` and ``item_column``, read a
+    block with ``_read_block`` and name their files; then call ``_setup_cache()``."""
 
     _block_starts: np.ndarray
     cache_bytes: int
+    item_column: str | None  # rows are this column's values, not dicts
+    schema: pa.Schema  # the selected columns
+    _lengths: np.ndarray | None = None  # a list column's row lengths, once counted
     _writable_blocks = True  # False where blocks view a shared map (ArrowDataset)
     # Join the blocks into one array per column once all are cached; not where they view a
     # map the workers share (joining would copy it into each).
@@ -84,10 +102,27 @@ class BlockTable(Dataset[dict[str, Any]]):
         over the whole table (``flowloader make-tokens`` reads a text column so)."""
         return self._read_block(block)
 
-    def __getitem__(self, index: int) -> dict[str, Any]:
+    @property
+    def lengths(self) -> np.ndarray | None:
+        """Each row's number of values, where the rows are a list column's values (token
+        documents: :class:`flowloader.text.Packed` plans rows from them without reading a
+        row); None otherwise. Counted from the list offsets, block by block, once."""
+        if self.item_column is None or not _is_list(self.schema.field(self.item_column).type):
+            return None
+        if self._lengths is None:
+            counts = [
+                pc.list_value_length(self._read_block(b).column(self.item_column)).fill_null(0)
+                for b in range(len(self._block_starts) - 1)
+            ]
+            self._lengths = np.concatenate(
+                [np.asarray(c.to_numpy(), dtype=np.int64) for c in counts]
+            )
+        return self._lengths
+
+    def __getitem__(self, index: int) -> Any:
         return self.__getitems__([index])[0]
 
-    def __getitems__(self, indices: Sequence[int]) -> Sequence[dict[str, Any]]:
+    def __getitems__(self, indices: Sequence[int]) -> Sequence[Any]:
         """The rows at ``indices``, in that order; each block they touch read once."""
         positions = values.positions(indices, len(self))
         if not positions.size:
@@ -96,12 +131,14 @@ class BlockTable(Dataset[dict[str, Any]]):
         whole = self._whole
         if whole is not None:  # the table fits the cache: one gather per column
             part = values.rows_of(positions)
-            return values.batch({name: column[part] for name, column in whole.items()})
+            gathered = {name: column[part] for name, column in whole.items()}
+            return values.items(gathered, self.item_column)
         blocks = np.searchsorted(self._block_starts, positions, side="right") - 1
         touched, which = np.unique(blocks, return_inverse=True)
         columns = [self._columns(block) for block in touched.tolist()]
         local = positions - self._block_starts[blocks]
-        return values.batch(values.gather(columns, which.reshape(-1), local))
+        gathered = values.gather(columns, which.reshape(-1), local)
+        return values.items(gathered, self.item_column)
 
     # -- the cache ------------------------------------------------------------------------
 
@@ -115,6 +152,7 @@ class BlockTable(Dataset[dict[str, Any]]):
         self._rows_asked = 0  # rows asked of this process (what reading them should cost)
         self._warned = False
         self._whole: values.Columns | None = None
+        self._failed: dict[int, tuple[OSError, float]] = {}  # unreadable blocks: error, when
 
     def _columns(self, block: int) -> values.Columns:
         """Block ``block``'s selected columns as NumPy, from the cache or read."""
@@ -125,7 +163,18 @@ class BlockTable(Dataset[dict[str, Any]]):
             if found is not None:
                 self._cache.move_to_end(block)
                 return found
-        table = self._read_block(block)
+            failed = self._failed.get(block)
+        if failed is not None and time.monotonic() - failed[1] < FAILED_BLOCK_WAIT_S:
+            raise _again(failed[0])
+        try:
+            table = self._read_block(block)
+        except OSError as error:
+            # Unreadable after its tries: ``skip_errors`` then asks for the block again for
+            # each of a batch's rows in it; for a while they fail at once, not after a read
+            # (and a remote file's retries) each. Later it is read again (an outage passes).
+            with self._lock:
+                self._failed[block] = (error, time.monotonic())
+            raise
         columns = values.numpy_columns(table, writable=self._writable_blocks)
         # What the block holds, counted high: Arrow's buffers (the strings' bytes among
         # them) and the NumPy arrays (the object arrays' pointers; views counted twice).
@@ -202,3 +251,15 @@ class BlockTable(Dataset[dict[str, Any]]):
             had, has = len(saved["files"]), len(now["files"])
             differences.append(f"the table had {had} files, now {has}")
         return differences
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return bool(pt.is_list(kind) or pt.is_large_list(kind) or pt.is_fixed_size_list(kind))
+
+
+def _again(error: OSError) -> OSError:
+    """A fresh copy of a block's read error, to raise again (one exception object raised
+    in several places, or threads, would pile up tracebacks)."""
+    again = OSError(*error.args)
+    again.__cause__ = error.__cause__
+    return again

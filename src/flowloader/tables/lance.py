@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..dataset import Dataset
 from ..order import Read
 from . import values
-from .blocks import selected_columns
+from .blocks import item_column, selected_columns
 
 
 def _lance() -> Any:
@@ -34,10 +34,11 @@ def _lance() -> Any:
     return lance
 
 
-class LanceDataset(Dataset[dict[str, Any]]):
+class LanceDataset(Dataset[Any]):
     """Row ``i`` of the Lance dataset at ``uri`` (a local folder or a URL Lance reads, with
     ``storage_options``), as a dict of the ``columns`` selected (all by default), values as
-    :class:`ParquetDataset` gives them. ``version``: the dataset version to read (default:
+    :class:`ParquetDataset` gives them (``columns`` one name: that column's values).
+    ``version``: the dataset version to read (default:
     the latest when it is opened, kept from then on).
 
     Lance's runtime is not fork-safe: worker processes start with forkserver unless the
@@ -49,7 +50,7 @@ class LanceDataset(Dataset[dict[str, Any]]):
     def __init__(
         self,
         uri: str | os.PathLike[str],
-        columns: Sequence[str] | None = None,
+        columns: str | Sequence[str] | None = None,
         *,
         version: int | None = None,
         storage_options: dict[str, str] | None = None,
@@ -63,6 +64,7 @@ class LanceDataset(Dataset[dict[str, Any]]):
             raise ValueError(f"{self.uri} is not a readable Lance dataset: {error}") from error
         self.version = int(opened.version)
         self.columns = selected_columns(columns, opened.schema, self.uri)
+        self.item_column = item_column(columns)
         self.schema: pa.Schema = pa.schema([opened.schema.field(n) for n in self.columns])
         fragments = opened.get_fragments()
         self._fragments = [(int(f.fragment_id), int(f.count_rows())) for f in fragments]
@@ -83,10 +85,10 @@ class LanceDataset(Dataset[dict[str, Any]]):
         together; Lance reads any row directly, so a full shuffle costs little more)."""
         return [rows for _, rows in self._fragments]
 
-    def __getitem__(self, index: int) -> dict[str, Any]:
+    def __getitem__(self, index: int) -> Any:
         return self.__getitems__([index])[0]
 
-    def __getitems__(self, indices: Sequence[int]) -> Sequence[dict[str, Any]]:
+    def __getitems__(self, indices: Sequence[int]) -> Sequence[Any]:
         """The rows at ``indices``, in that order: one ``take``."""
         positions = values.positions(indices, len(self))
         if not positions.size:
@@ -100,7 +102,8 @@ class LanceDataset(Dataset[dict[str, Any]]):
             asked = positions[:8].tolist()
             raise OSError(f"{self.uri}: cannot take rows {asked}...: {error}") from error
         columns = values.numpy_columns(table, writable=True)
-        return values.batch({name: column[back.reshape(-1)] for name, column in columns.items()})
+        gathered = {name: column[back.reshape(-1)] for name, column in columns.items()}
+        return values.items(gathered, self.item_column)
 
     def _dataset(self) -> Any:
         with self._lock:

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .blocks import DEFAULT_CACHE_BYTES, BlockTable, selected_columns
+from .blocks import DEFAULT_CACHE_BYTES, BlockTable, item_column, selected_columns
 from .fetched import DEFAULT_LOCAL_BYTES, FetchedBlocks
 from .sources import Files, resolve
 
@@ -33,7 +33,9 @@ from .sources import Files, resolve
 class ParquetDataset(BlockTable):
     """Row ``i`` of the Parquet files ``source`` names, as a dict of the ``columns`` selected
     (all by default): numbers as NumPy scalars, lists as NumPy arrays, strings as ``str``,
-    binary as ``bytes``, nulls as None.
+    binary as ``bytes``, nulls as None. ``columns`` as one name (not a list): row ``i`` is
+    that column's value, e.g. a token column's array, which :class:`flowloader.text.Packed`
+    packs (``lengths`` gives the documents' lengths without reading a row).
 
     ``source``: a file, a list of files, a folder (its ``*.parquet``, recursively, sorted), a
     glob, or a URL (``s3://``, ``gs://``, ``http(s)://``: through fsspec, with
@@ -46,7 +48,7 @@ class ParquetDataset(BlockTable):
     def __init__(
         self,
         source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-        columns: Sequence[str] | None = None,
+        columns: str | Sequence[str] | None = None,
         *,
         filesystem: Any = None,
         storage_options: dict[str, Any] | None = None,
@@ -61,7 +63,8 @@ class ParquetDataset(BlockTable):
         self._footers = [self._footer(path) for path in self.files.paths]
         full = self._footers[0].schema.to_arrow_schema()
         self.columns = selected_columns(columns, full, self.files.name(self.files.paths[0]))
-        self.schema: pa.Schema = pa.schema([full.field(name) for name in self.columns])
+        self.item_column = item_column(columns)
+        self.schema = pa.schema([full.field(name) for name in self.columns])
         for path, footer in zip(self.files.paths[1:], self._footers[1:], strict=True):
             _same_schema(self, path, footer.schema.to_arrow_schema())
         sizes = [

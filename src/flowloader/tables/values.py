@@ -43,6 +43,14 @@ def positions(indices: Sequence[int], n: int) -> np.ndarray:
     return np.where(asked < 0, asked + n, asked)
 
 
+def items(columns: Columns, item_column: str | None) -> Sequence[Any]:
+    """A batch's rows: ``item_column``'s values, where the rows are one column's values,
+    else dicts (:func:`batch`)."""
+    if item_column is None:
+        return batch(columns)
+    return list(columns[item_column])
+
+
 def batch(columns: Columns) -> Sequence[dict[str, Any]]:
     """A batch's rows from its gathered ``columns``: already collated (one array or list per
     column, as ``default_collate`` would stack the rows) when every column collates as it is;

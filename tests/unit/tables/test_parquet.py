@@ -213,3 +213,53 @@ def test_a_shuffle_the_cache_cannot_hold_warns_once(parquet_folder) -> None:
     assert len(caught) == 1
     assert caught[0].category is RuntimeWarning
     assert "BlockShuffleSampler reads each about once" in str(caught[0].message)
+
+
+def corrupt_row_group(path, group: int) -> None:
+    """Scramble row group ``group``'s column chunks in place, footer untouched."""
+    meta = pq.ParquetFile(path).metadata.row_group(group)
+    first = min(
+        meta.column(c).dictionary_page_offset or meta.column(c).data_page_offset
+        for c in range(meta.num_columns)
+    )
+    data = bytearray(path.read_bytes())
+    for k in range(first + 8, first + meta.total_byte_size // 2):
+        data[k] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_skip_errors_drops_the_rows_of_a_corrupt_row_group_alone(tmp_path, workers) -> None:
+    import flowloader as fl
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(table(400), path, row_group_size=100)
+    corrupt_row_group(path, 2)
+    ds = ParquetDataset(path, columns=["id", "text"])
+    with pytest.raises(OSError, match=r"t\.parquet: cannot read row group 2"):
+        ds[250]
+    loader = fl.DataLoader(
+        ds, batch_size=30, shuffle=True, generator=5, num_workers=workers, skip_errors=OSError
+    )
+    iterator = iter(loader)
+    with pytest.warns(fl.errors.SkippedSampleWarning, match="row group 2"):
+        seen = [int(i) for batch in iterator for i in batch["id"]]
+    assert sorted(seen) == [*range(200), *range(300, 400)]
+    assert sorted(skip.index for skip in iterator.stats().skipped) == list(range(200, 300))
+
+
+def test_a_corrupt_row_group_is_read_once_per_process(tmp_path) -> None:
+    path = tmp_path / "t.parquet"
+    pq.write_table(table(400), path, row_group_size=100)
+    corrupt_row_group(path, 1)
+    ds = ParquetDataset(path)
+    reads = []
+    read_block = ds._read_block
+    ds._read_block = lambda block: reads.append(block) or read_block(block)
+    for index in (150, 120, 199):
+        with pytest.raises(OSError, match="row group 1") as raised:
+            ds[index]
+        assert isinstance(raised.value.__cause__, OSError)  # pyarrow's own words kept
+    assert reads == [1]
+    assert ds[0]["id"] == 0
+    assert ds[399]["id"] == 399

@@ -15,7 +15,7 @@ pytest.importorskip("pyarrow", reason="needs pyarrow (pip install 'flowloader[ta
 import pyarrow.parquet as pq
 
 import flowloader as fl
-from flowloader.tables import ParquetDataset
+from flowloader.tables import ParquetDataset, blocks
 
 from ...shard_server import ShardServer, local_s3_server
 from .conftest import assert_row, table
@@ -76,7 +76,9 @@ def test_a_remote_row_group_read_is_tried_again_after_a_drop_or_a_503(parquet_fi
         assert len(opened) == 1200
 
 
-def test_a_remote_read_that_keeps_failing_names_the_url_and_row_group(parquet_file) -> None:
+def test_a_remote_read_that_keeps_failing_names_the_url_and_row_group(
+    parquet_file, monkeypatch
+) -> None:
     pytest.importorskip("aiohttp")
     with ShardServer(str(parquet_file.parent)) as server:
         url = server.url("rows.parquet")
@@ -88,9 +90,13 @@ def test_a_remote_read_that_keeps_failing_names_the_url_and_row_group(parquet_fi
         assert str(error.value).startswith(f"{url}: ")
         assert time.monotonic() - started < 10  # 0.2 + 0.4 + 0.8 s of backoff
         assert server.fail_next["rows.parquet"] == 96
+        with pytest.raises(OSError, match="row group 7"):  # skip_errors' next rows of it
+            ds[701]
+        assert server.fail_next["rows.parquet"] == 96  # failed at once, nothing fetched
         with pytest.raises(OSError, match="cannot read its footer after 4 attempts"):
             ParquetDataset(url)
         server.fail_next["rows.parquet"] = 0
+        monkeypatch.setattr(blocks, "FAILED_BLOCK_WAIT_S", 0.0)  # the wait is over
         assert int(ds[777]["id"]) == 777  # nothing kept from the failures
 
 
