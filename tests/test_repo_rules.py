@@ -23,7 +23,7 @@ LAYERS = [
     {"_state", "_plan", "_iter"},
     {"dataloader", "sharding"},
     {"shards", "text", "tables"},
-    {"__init__", "__main__", "utils", "vision", "cli"},
+    {"__init__", "__main__", "utils", "vision", "video", "cli"},
 ]
 
 
@@ -88,7 +88,7 @@ def imported_modules(path: Path) -> set[str]:
 
 # Packages built on the public API only, as a user's code would be. (utils.data, the PyTorch
 # drop-in, is flowloader's engine with torch's types: it sets the engine's defaults.)
-PUBLIC_API_ONLY = ("vision", "cli", "shards")
+PUBLIC_API_ONLY = ("vision", "video", "cli", "shards")
 
 
 @pytest.mark.parametrize(

@@ -70,10 +70,22 @@ def shards_on_s3(folder: pathlib.Path) -> Iterator[dict[str, str]]:
         }
 
 
+@contextlib.contextmanager
+def two_videos(folder: pathlib.Path) -> Iterator[dict[str, str]]:
+    """The block's ``a.mp4`` and ``b.mkv``: small H.264 videos made by PyAV."""
+    pytest.importorskip("av", reason="needs PyAV (pip install 'flowloader[video]')")
+    from ..unit.video import media
+
+    media.encode(str(folder / "a.mp4"))
+    media.encode(str(folder / "b.mkv"), variable_rate=True)
+    yield {}
+
+
 # Which blocks need files or services made first: a phrase of the block -> what makes them.
 SETUPS: dict[str, Setup] = {
     'Tokenizer.from_file("tokenizer.json")': tokenizer_files,
     "s3://bucket/": shards_on_s3,
+    'VideoClips(["a.mp4", "b.mkv"]': two_videos,
 }
 IN_THE_RAY_STEP = 'worker_method="ray"'  # tests/ray_cluster/test_ray_placement.py runs it
 NEEDS_TORCH = "import flowloader.utils.data"

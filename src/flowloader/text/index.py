@@ -85,7 +85,7 @@ def file_digest(path: str) -> str:
     return digest.hexdigest()
 
 
-def _write_atomically(target: str, write: Any) -> None:
+def write_atomically(target: str, write: Any) -> None:
     """``write(temporary path)``, then move it onto ``target``: a temporary name of this
     process's own, so that processes writing the same index at once never mix their bytes."""
     temporary = f"{target}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial"
@@ -122,8 +122,8 @@ def write_index(stem: str, dtype: str, offsets: np.ndarray, path: str, **extra: 
         with open(temporary, "w", encoding="utf-8") as out:
             json.dump(meta, out)
 
-    _write_atomically(stem + ".npy", save_offsets)
-    _write_atomically(stem + ".json", save_meta)
+    write_atomically(stem + ".npy", save_offsets)
+    write_atomically(stem + ".json", save_meta)
 
 
 def read_meta(stem: str) -> dict[str, Any] | None:

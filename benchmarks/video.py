@@ -1,0 +1,264 @@
+"""Video clips (issue 40): random 16-frame clips (frames 2 apart) of 30-second 960x540 H.264
+videos (a keyframe every 2 s), through loaders with 2 workers and per clip in one process.
+
+- Loaders: flowloader's VideoClips + ClipSampler at full size and at 224x224 (FFmpeg scales
+  while converting), against PyAV used the obvious way (each clip: open, seek to its first
+  frame, decode to its last, convert every frame kept) through torch's DataLoader, at full
+  size and followed by a resize in torch (bilinear).
+- Per clip, in one process: the floor (libavcodec decoding from the keyframe to the clip's
+  last frame, no conversion), flowloader's clip, and decoding from the start of the file.
+- Opening: a video's first clip with no index (scanned), with the index cached, and a clip
+  from a dataset already open.
+
+    python -m benchmarks.video [--videos 4] [--runs 3] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .common import alternate, environment, median, write_json
+
+WIDTH, HEIGHT, FPS, SECONDS = 960, 540, 30, 30
+CLIP_LEN, FRAME_STEP, CLIPS_PER_VIDEO, BATCH, WORKERS = 16, 2, 8, 4, 2
+
+
+def encode(path: str, seed: int) -> None:
+    """A 30 s 960x540 H.264 video, a keyframe every 60 frames: moving gradients and noise
+    (so that the decoder has real work)."""
+    import av
+
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:HEIGHT, 0:WIDTH]
+    noise = rng.integers(0, 40, (8, HEIGHT, WIDTH, 3), dtype=np.uint8)
+    with av.open(path, "w") as out:
+        stream = out.add_stream("libx264", rate=FPS)
+        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        stream.codec_context.gop_size = 2 * FPS
+        stream.options = {"sc_threshold": "0", "preset": "veryfast", "crf": "23"}
+        for n in range(FPS * SECONDS):
+            image = noise[n % 8].copy()
+            image[..., 0] += ((x + 4 * n) % 200).astype(np.uint8)
+            image[..., 1] += ((y * 2 + 3 * n) % 200).astype(np.uint8)
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+
+
+class ObviousClips:
+    """PyAV the obvious way: each clip opens its file, seeks to its first frame (FFmpeg
+    goes to the keyframe before), decodes to its last and converts every frame it keeps;
+    optionally resized in torch after."""
+
+    def __init__(self, paths: list[str], starts: list[tuple[int, int]], resize: bool) -> None:
+        self.paths, self.starts, self.resize = paths, starts, resize
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i: int) -> Any:
+        import av
+        import torch
+
+        video, start = self.starts[i]
+        wanted = set(range(start, start + (CLIP_LEN - 1) * FRAME_STEP + 1, FRAME_STEP))
+        frames = []
+        with av.open(self.paths[video]) as container:
+            stream = container.streams.video[0]
+            stream.codec_context.thread_count = 1
+            frame_ticks = 1 / (FPS * stream.time_base)
+            container.seek(int(start * frame_ticks), stream=stream)
+            for frame in container.decode(stream):
+                number = round(frame.pts / frame_ticks)
+                if number in wanted:
+                    frames.append(frame.to_ndarray(format="rgb24"))
+                if number >= max(wanted):
+                    break
+        clip = torch.from_numpy(np.stack(frames))
+        if self.resize:
+            chw = clip.permute(0, 3, 1, 2).float()
+            clip = torch.nn.functional.interpolate(chw, size=(224, 224), mode="bilinear")
+            clip = clip.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1)
+        return clip
+
+
+def floor_clip(path: str, index: Any, start: int) -> None:
+    """libavcodec alone: seek to the keyframe, decode to the clip's last frame, no
+    conversion."""
+    import av
+
+    last = int(index.pts[start + (CLIP_LEN - 1) * FRAME_STEP])
+    with av.open(path) as container:
+        stream = container.streams.video[0]
+        stream.codec_context.thread_count = 1
+        container.seek(int(index.pts[index.keyframe_before(start)]), stream=stream)
+        for frame in container.decode(stream):
+            if frame.pts >= last:
+                break
+
+
+def from_start_clip(path: str, start: int) -> None:
+    """Decoding from the start of the file to the clip's last frame, converting its frames."""
+    import av
+
+    last = start + (CLIP_LEN - 1) * FRAME_STEP
+    with av.open(path) as container:
+        stream = container.streams.video[0]
+        stream.codec_context.thread_count = 1
+        for number, frame in enumerate(container.decode(stream)):
+            if number >= start and (number - start) % FRAME_STEP == 0:
+                frame.to_ndarray(format="rgb24")
+            if number >= last:
+                break
+
+
+def loader_measures(paths: list[str], epoch_counter: Any) -> dict[str, Callable[[], float]]:
+    import torch.utils.data
+
+    import flowloader as fl
+    from flowloader.video import ClipSampler, VideoClips
+
+    def flowloader_rate(size: tuple[int, int] | None) -> float:
+        ds = VideoClips(paths, CLIP_LEN, frame_step=FRAME_STEP, size=size)
+        sampler = ClipSampler(ds, clips_per_video=CLIPS_PER_VIDEO, seed=next(epoch_counter))
+        loader = fl.DataLoader(ds, batch_size=BATCH, sampler=sampler, num_workers=WORKERS)
+        start = time.perf_counter()
+        clips = sum(len(batch["frames"]) for batch in loader)
+        return clips / (time.perf_counter() - start)
+
+    def obvious_rate(resize: bool) -> float:
+        ds = VideoClips(paths, CLIP_LEN, frame_step=FRAME_STEP)
+        sampler = ClipSampler(ds, clips_per_video=CLIPS_PER_VIDEO, seed=next(epoch_counter))
+        starts = [ds.locate(i) for i in sampler]
+        loader = torch.utils.data.DataLoader(
+            ObviousClips(paths, starts, resize), batch_size=BATCH, num_workers=WORKERS
+        )
+        start = time.perf_counter()
+        clips = sum(len(batch) for batch in loader)
+        return clips / (time.perf_counter() - start)
+
+    return {
+        "flowloader VideoClips, full size": lambda: flowloader_rate(None),
+        "flowloader VideoClips, size=(224, 224)": lambda: flowloader_rate((224, 224)),
+        "PyAV per clip + torch DataLoader, full size": lambda: obvious_rate(False),
+        "PyAV per clip + torch DataLoader, + torch resize to 224": lambda: obvious_rate(True),
+    }
+
+
+def per_clip_measures(paths: list[str]) -> dict[str, Callable[[], float]]:
+    """Milliseconds per clip in one process, over the same 12 random clips."""
+    from flowloader.video import VideoClips, load_or_scan
+
+    ds = VideoClips(paths, CLIP_LEN, frame_step=FRAME_STEP)
+    picks = np.random.default_rng(0).choice(len(ds), 12, replace=False).tolist()
+    located = [ds.locate(i) for i in picks]
+    indexes = [load_or_scan(p) for p in paths]
+
+    def timed(one: Callable[[int, int, int], Any]) -> float:
+        start = time.perf_counter()
+        for i, (video, first) in zip(picks, located, strict=True):
+            one(i, video, first)
+        return (time.perf_counter() - start) / len(picks) * 1000
+
+    return {
+        "floor: libavcodec from the keyframe, no conversion": lambda: timed(
+            lambda i, v, s: floor_clip(paths[v], indexes[v], s)
+        ),
+        "flowloader VideoClips[i], full size": lambda: timed(lambda i, v, s: ds[i]),
+        "decoding from the start of the file": lambda: timed(
+            lambda i, v, s: from_start_clip(paths[v], s)
+        ),
+    }
+
+
+def open_measures(paths: list[str], folder: str) -> dict[str, Callable[[], float]]:
+    """Milliseconds to a video's first clip: no index yet, the index cached, an open one."""
+    import shutil
+
+    from flowloader.video import VideoClips
+
+    counter = iter(range(10**6))
+    open_ds = VideoClips(paths[0], CLIP_LEN, frame_step=FRAME_STEP)
+
+    def cold() -> float:
+        copy = os.path.join(folder, f"cold-{next(counter)}.mp4")
+        shutil.copy(paths[0], copy)
+        start = time.perf_counter()
+        VideoClips(copy, CLIP_LEN, frame_step=FRAME_STEP)[5]
+        seconds = time.perf_counter() - start
+        os.unlink(copy)
+        return seconds * 1000
+
+    def cached() -> float:
+        start = time.perf_counter()
+        VideoClips(paths[0], CLIP_LEN, frame_step=FRAME_STEP)[5]
+        return (time.perf_counter() - start) * 1000
+
+    def already_open() -> float:
+        start = time.perf_counter()
+        open_ds[5]
+        return (time.perf_counter() - start) * 1000
+
+    return {
+        "open with no index (scan) + first clip": cold,
+        "open with the index cached + first clip": cached,
+        "a clip from a dataset already open": already_open,
+    }
+
+
+def run(videos: int, runs: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        paths = [os.path.join(folder, f"video{k}.mp4") for k in range(videos)]
+        for seed, path in enumerate(paths):
+            encode(path, seed)
+        counter = iter(range(10**6))
+        return {
+            "videos": videos,
+            "loaders": alternate(runs, loader_measures(paths, counter)),
+            "per_clip_ms": alternate(runs, per_clip_measures(paths)),
+            "open_ms": alternate(runs, open_measures(paths, folder)),
+        }
+
+
+def table(record: dict[str, Any]) -> str:
+    lines = [
+        f"{record['videos']} videos of {SECONDS} s, {WIDTH}x{HEIGHT} H.264 (a keyframe every "
+        f"2 s); clips of {CLIP_LEN} frames {FRAME_STEP} apart, {CLIPS_PER_VIDEO} random clips "
+        f"per video, batches of {BATCH}, {WORKERS} workers; clips/s, medians of interleaved "
+        "epochs.",
+        "",
+        "| loader | clips/s | runs |",
+        "| --- | ---: | --- |",
+    ]
+    for name, rates in record["loaders"].items():
+        shown = ", ".join(f"{r:.1f}" for r in rates)
+        lines.append(f"| {name} | {median(rates):.1f} | {shown} |")
+    for key, title in (("per_clip_ms", "per clip, one process"), ("open_ms", "first clip")):
+        lines += ["", f"| {title} | ms | runs |", "| --- | ---: | --- |"]
+        for name, values in record[key].items():
+            shown = ", ".join(f"{v:.1f}" for v in values)
+            lines.append(f"| {name} | {median(values):.1f} | {shown} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--videos", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    print(environment())
+    record = run(args.videos, args.runs)
+    print(table(record))
+    write_json(args.json, [record])
+
+
+if __name__ == "__main__":
+    main()

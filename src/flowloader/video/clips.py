@@ -1,0 +1,201 @@
+"""VideoClips: every clip of every video, as a map-style dataset.
+
+Clip i is arithmetic on the videos' frame counts: which video (a search in the running clip
+counts) and its first frame (the clip's number in that video times ``clip_stride``). So a
+sampler orders clips as it orders rows, and workers, resume and world size do not matter.
+Only the frame counts live in the dataset; each video's full index (timestamps, keyframes)
+is read from its cache file when a worker first decodes that video, and kept for the last
+few videos it decoded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import flowloader as fl
+
+from .decode import decode_frames
+from .index import VideoIndex, load_or_scan
+
+DECODERS = ("pyav",)
+_INDEXES_KEPT = 64  # per process: the indexes of the videos decoded last
+
+
+class VideoClips(fl.Dataset[dict[str, Any]]):
+    """Clip ``i`` of the videos at ``paths``: ``clip_len`` frames, ``frame_step`` apart (a
+    clip spans ``(clip_len - 1) * frame_step + 1`` frames), clips ``clip_stride`` frames
+    apart in each video (default: the span, so clips do not overlap).
+
+    ``ds[i]`` is a dict: ``frames`` (uint8, ``clip_len x H x W x 3`` RGB, at ``size`` =
+    (height, width) when given, converted and scaled by FFmpeg in one pass), ``pts`` (each
+    frame's time in seconds) and ``video`` (the video's number). Frames are exactly those of
+    a sequential decode of the file at the same conversion. ``threads``: FFmpeg's decoding
+    threads per worker ("auto": the usable cores shared among the loader's workers).
+
+    Each video is indexed once (its frames' timestamps and keyframes, from its packets) and
+    the index cached beside it, or in ``cache_dir``; a video too short for one clip, not a
+    video, or without a video stream is a ValueError naming the file.
+    """
+
+    def __init__(
+        self,
+        paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        clip_len: int,
+        *,
+        frame_step: int = 1,
+        clip_stride: int | None = None,
+        size: tuple[int, int] | None = None,
+        decoder: str = "pyav",
+        threads: int | str = 1,
+        audio: bool = False,
+        cache_dir: str | None = None,
+    ) -> None:
+        _positive("clip_len", clip_len)
+        _positive("frame_step", frame_step)
+        if decoder not in DECODERS:
+            raise ValueError(f"decoder should be one of {DECODERS}, got {decoder!r}")
+        if audio:
+            raise NotImplementedError("audio=True: clips with their audio are not built yet")
+        if threads != "auto":
+            _positive("threads", threads)
+        if size is not None:
+            if len(size) != 2 or any(int(s) < 1 for s in size):
+                raise ValueError(f"size should be (height, width) in pixels, got {size!r}")
+            size = (int(size[0]), int(size[1]))
+        self.paths = [
+            os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)
+        ]
+        if not self.paths:
+            raise ValueError("VideoClips needs at least one video")
+        self.clip_len, self.frame_step = int(clip_len), int(frame_step)
+        self.span = (self.clip_len - 1) * self.frame_step + 1
+        self.clip_stride = self.span if clip_stride is None else int(clip_stride)
+        _positive("clip_stride", self.clip_stride)
+        self.size, self.decoder, self.threads, self.cache_dir = size, decoder, threads, cache_dir
+        frames = []
+        for path in self.paths:
+            index = load_or_scan(path, cache_dir)
+            if index.frames < self.span:
+                raise ValueError(
+                    f"{path}: {index.frames} frames, too short for one clip of {self.span} "
+                    f"(clip_len={self.clip_len}, frame_step={self.frame_step})"
+                )
+            frames.append(index.frames)
+        self.video_frames = np.array(frames, dtype=np.int64)
+        self.clips_per_video = (self.video_frames - self.span) // self.clip_stride + 1
+        self.clip_starts = np.concatenate([[0], np.cumsum(self.clips_per_video)])
+        self._indexes: OrderedDict[int, VideoIndex] = OrderedDict()
+
+    def __len__(self) -> int:
+        return int(self.clip_starts[-1])
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_indexes": OrderedDict()}
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """(video, first frame) of clip ``index``."""
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"clip {index} is out of range for {n} clips")
+        index %= n
+        video = int(np.searchsorted(self.clip_starts, index, side="right")) - 1
+        return video, int(index - self.clip_starts[video]) * self.clip_stride
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """The clips at ``indices``, in that order; each video's clips decoded together, in
+        time order, from one open container."""
+        located = [self.locate(int(i)) for i in indices]
+        by_video: dict[int, list[int]] = {}
+        for video, start in located:
+            by_video.setdefault(video, []).append(start)
+        frames: dict[int, dict[int, np.ndarray]] = {}
+        for video, starts in by_video.items():
+            wanted = [s + k * self.frame_step for s in starts for k in range(self.clip_len)]
+            frames[video] = decode_frames(
+                self.paths[video], self._index(video), wanted, self.size, self._threads()
+            )
+        items = []
+        for video, start in located:
+            positions = np.arange(start, start + self.span, self.frame_step)
+            index = self._index(video)
+            items.append(
+                {
+                    "frames": np.stack([frames[video][int(p)] for p in positions]),
+                    "pts": index.seconds(positions),
+                    "video": video,
+                }
+            )
+        return items
+
+    def _index(self, video: int) -> VideoIndex:
+        """Video ``video``'s full index, from its cache file (kept for the last few)."""
+        index = self._indexes.get(video)
+        if index is None:
+            index = load_or_scan(self.paths[video], self.cache_dir)
+            if index.frames != self.video_frames[video]:
+                raise ValueError(
+                    f"{self.paths[video]}: {index.frames} frames now, {self.video_frames[video]}"
+                    " when the dataset was made (the file changed)"
+                )
+            self._indexes[video] = index
+            if len(self._indexes) > _INDEXES_KEPT:
+                self._indexes.popitem(last=False)
+        else:
+            self._indexes.move_to_end(video)
+        return index
+
+    def _threads(self) -> int:
+        """FFmpeg's threads for this worker: as given, or ("auto") the usable cores shared
+        among the loader's workers (all of them with no workers)."""
+        if self.threads != "auto":
+            return int(self.threads)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        info = fl.get_worker_info()
+        workers = info.num_workers if info is not None else 1
+        return max(1, (cores or 1) // workers)
+
+    # -- the resume contract (docs/design/resume.md) ------------------------------------------
+
+    def order_state(self) -> dict[str, Any]:
+        """The videos, their frame counts and the clip settings: what decides clip i."""
+        return {
+            "format": "flowloader.video.VideoClips",
+            "files": self.paths,
+            "frames": self.video_frames.tolist(),
+            "clips": [self.clip_len, self.frame_step, self.clip_stride],
+        }
+
+    def order_changes(self, saved: dict[str, Any], read: Any) -> list[str]:
+        """The videos holding clips below the prefix read (every video, without one) must be
+        the same with as many frames, under the same clip settings; later videos may change."""
+        now = self.order_state()
+        if not isinstance(saved, dict) or saved.get("format") != now["format"]:
+            return ["the state does not describe a VideoClips"]
+        if saved["clips"] != now["clips"]:
+            settings = "clip settings (clip_len, frame_step, clip_stride)"
+            return [f"{settings} were {saved['clips']}, now {now['clips']}"]
+        differences = []
+        first_clip = 0
+        for k, (name, frames) in enumerate(zip(saved["files"], saved["frames"], strict=True)):
+            if read.prefix is not None and first_clip >= read.prefix:
+                break
+            if k >= len(now["files"]) or (now["files"][k], now["frames"][k]) != (name, frames):
+                have = "nothing" if k >= len(now["files"]) else now["files"][k]
+                differences.append(f"video {k} was {name} ({frames} frames), now {have}")
+            first_clip += max((frames - self.span) // self.clip_stride + 1, 0)
+        if read.prefix is None and len(now["files"]) != len(saved["files"]):
+            differences.append(f"there were {len(saved['files'])} videos, now {len(now['files'])}")
+        return differences
+
+
+def _positive(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} should be a positive integer, got {value!r}")

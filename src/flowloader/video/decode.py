@@ -1,0 +1,118 @@
+"""Decoding a video's clips with PyAV: from the keyframe each needs, forward, no further.
+
+A batch's clips of one video are decoded together from one open container, in time order:
+the frames they need (their union) are visited once, ascending; the decoder seeks only when
+the next needed frame lies past a keyframe it has not reached (a jump is then cheaper than
+decoding the gap), and never backward. Each needed frame is converted once (FFmpeg's
+swscale: pixel format and size in one pass) and handed to every clip holding it.
+
+A frame is known by its timestamp: a decoded frame whose timestamp the index does not hold,
+or a needed frame the decoder passes or never reaches, means the file is not the one indexed,
+and is refused with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .index import VideoIndex, open_container, video_stream
+
+# Seeks to an earlier keyframe before giving up on a seek that lands past the frame wanted.
+_SEEK_RETRIES = 3
+
+
+class ClipDecodeError(ValueError):
+    """A clip could not be decoded as its video's index describes it."""
+
+
+def decode_frames(
+    path: str,
+    index: VideoIndex,
+    positions: Sequence[int],
+    size: tuple[int, int] | None,
+    threads: int,
+) -> dict[int, np.ndarray]:
+    """The frames at ``positions`` (into ``index.pts``) of the video at ``path``, as
+    ``H x W x 3`` uint8 RGB (at ``size`` = (height, width) when given), by position."""
+    wanted = sorted({int(p) for p in positions})
+    height, width = size if size is not None else (index.height, index.width)
+    out: dict[int, np.ndarray] = {}
+    with open_container(path) as container:
+        stream = video_stream(container, path)
+        stream.codec_context.thread_count = threads
+        stream.codec_context.thread_type = "FRAME" if threads > 1 else "SLICE"
+        frames: Iterator[Any] | None = None
+        at = -1  # the position of the frame decoded last
+        for position in wanted:
+            keyframe = index.keyframe_before(position)
+            if frames is None or keyframe > at + 1:
+                frames, at = _seek(container, stream, index, keyframe, position, path)
+            while at < position:
+                frame = next(frames, None)
+                if frame is None:
+                    raise ClipDecodeError(
+                        f"{path}: the decoder ended before frame {position} (its index has "
+                        f"{index.frames} frames: the file changed after it was indexed?)"
+                    )
+                at = _position_of(index, frame, path)
+                if at == position:
+                    out[position] = frame.to_ndarray(
+                        format="rgb24", width=width, height=height, interpolation="BILINEAR"
+                    )
+            if position not in out:
+                raise ClipDecodeError(
+                    f"{path}: frame {position} (timestamp {int(index.pts[position])}) was not "
+                    "decoded: the file differs from its index"
+                )
+    return out
+
+
+def _seek(
+    container: Any, stream: Any, index: VideoIndex, keyframe: int, position: int, path: str
+) -> tuple[Iterator[Any], int]:
+    """Seek to ``keyframe`` and return the decoder's frames from there, with the position
+    just before the first of them. A seek that lands past ``position`` (a demuxer that seeks
+    by decoding time) is done again from an earlier keyframe."""
+    keys = index.keyframes
+    k = int(np.searchsorted(keys, keyframe))
+    for _ in range(_SEEK_RETRIES):
+        target = int(index.pts[keyframe])
+        container.seek(target, backward=True, any_frame=False, stream=stream)
+        frames = _decoded(container, stream)
+        first = next(frames, None)
+        if first is None:
+            break
+        at = _position_of(index, first, path)
+        if at <= position:
+            return _chain(first, frames), at - 1
+        k = max(k - 1, 0)
+        keyframe = int(keys[k]) if len(keys) else 0
+    raise ClipDecodeError(
+        f"{path}: no seek reached frame {position} (its keyframes do not match the index: "
+        "the file changed after it was indexed?)"
+    )
+
+
+def _decoded(container: Any, stream: Any) -> Iterator[Any]:
+    for packet in container.demux(stream):
+        yield from packet.decode()
+
+
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest
+
+
+def _position_of(index: VideoIndex, frame: Any, path: str) -> int:
+    """The index position of a decoded frame, found by its timestamp."""
+    pts = frame.pts
+    at = int(np.searchsorted(index.pts, pts)) if pts is not None else len(index.pts)
+    if at >= len(index.pts) or index.pts[at] != pts:
+        raise ClipDecodeError(
+            f"{path}: decoded a frame at timestamp {pts}, which its index does not hold "
+            "(the file changed after it was indexed?)"
+        )
+    return at
