@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from .distributed import DistributedSampler, world_or_single
+from .distributed import DistributedSampler, dealt_positions, world_or_single
 from .permutation import name_hash, pass_keys, permute
 
-_CHUNK = 1 << 16
 _BLOCKS = name_hash("flowloader.BlockShuffleSampler.blocks")
 _WINDOWS = name_hash("flowloader.BlockShuffleSampler.windows")
 
@@ -141,14 +140,8 @@ class BlockShuffleSampler(DistributedSampler):
         return self.indices_at(np.arange(self._size, dtype=np.int64))
 
     def __iter__(self) -> Iterator[int]:
-        """This rank's indices, computed a chunk at a time (DistributedSampler's dealing:
-        rank r takes every num_replicas-th position of the pass, padded by wrapping)."""
-        start, self.start = self.start, 0  # a position restored from another world size
-        count = self._pass_length(start)
-        size = self._size
-        for first in range(0, count, _CHUNK):
-            k = np.arange(first, min(first + _CHUNK, count), dtype=np.int64)
-            positions = (start + self.rank + k * self.num_replicas) % max(size, 1)
+        """This rank's indices, computed a chunk at a time."""
+        for positions in dealt_positions(self):
             yield from self.indices_at(positions).tolist()
 
     def state_dict(self) -> dict[str, Any]:

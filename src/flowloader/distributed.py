@@ -189,6 +189,20 @@ class DistributedSampler(Sampler[int]):
         return {"prefix": start + taken * replicas}
 
 
+def dealt_positions(sampler: DistributedSampler, chunk: int = 1 << 16) -> Iterator[np.ndarray]:
+    """The epoch positions of ``sampler``'s rank for its pass, ``chunk`` at a time: rank r
+    takes every num_replicas-th position from the pass's start, padded by wrapping (as
+    DistributedSampler deals them). For samplers that compute each position's index
+    (BlockShuffleSampler, the video clip samplers) instead of listing the epoch; a start
+    restored from another world size holds for this one pass."""
+    start, sampler.start = sampler.start, 0
+    count = sampler._pass_length(start)
+    size = max(sampler._size, 1)
+    for first in range(0, count, chunk):
+        k = np.arange(first, min(first + chunk, count), dtype=np.int64)
+        yield (start + sampler.rank + k * sampler.num_replicas) % size
+
+
 def splits_by_rank(sampler: Any) -> bool:
     """True if ``sampler`` gives each rank its own part of the data: a DistributedSampler
     (ours, a ShardSampler, or torch's), a batch sampler over one, or a sampler of the user's

@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 
 import flowloader as fl
-from flowloader.distributed import world_or_single
+from flowloader.distributed import dealt_positions, world_or_single
 from flowloader.permutation import name_hash, pass_keys, permute
 
-_CHUNK = 1 << 16
 _ORDER = name_hash("flowloader.video.ClipSampler.order")
 _DRAWS = name_hash("flowloader.video.ClipSampler.draws")
 
@@ -66,14 +65,8 @@ class _PerVideoSampler(fl.DistributedSampler):
         return self.clips_at(np.arange(self._size, dtype=np.int64))
 
     def __iter__(self) -> Iterator[int]:
-        """This rank's clips, computed a chunk at a time (rank r takes every num_replicas-th
-        position of the pass, padded by wrapping)."""
-        start, self.start = self.start, 0  # a position restored from another world size
-        count = self._pass_length(start)
-        size = self._size
-        for first in range(0, count, _CHUNK):
-            k = np.arange(first, min(first + _CHUNK, count), dtype=np.int64)
-            positions = (start + self.rank + k * self.num_replicas) % max(size, 1)
+        """This rank's clips, computed a chunk at a time."""
+        for positions in dealt_positions(self):
             yield from self.clips_at(positions).tolist()
 
     def state_dict(self) -> dict[str, Any]:
