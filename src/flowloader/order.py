@@ -23,10 +23,19 @@ The engine calls only the functions below, never a concrete type. A dataset with
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Read", "epoch_of", "hand_epoch", "order_changes", "order_state", "read_state"]
+__all__ = [
+    "Read",
+    "epoch_of",
+    "files_changed",
+    "hand_epoch",
+    "order_changes",
+    "order_state",
+    "read_state",
+]
 
 
 @dataclass(frozen=True)
@@ -94,3 +103,29 @@ def order_changes(obj: Any, saved: Any, read: Read | int) -> list[str]:
             "against (it was saved over another dataset or sampler)"
         ]
     return list(compare(saved, read))
+
+
+def files_changed(
+    saved: tuple[list[str], list[int]],
+    now: tuple[list[str], list[int]],
+    read: Read,
+    items: Callable[[int], int],
+    what: str,
+    unit: str,
+) -> list[str]:
+    """For a dataset of files read in order (a table's files, a list of videos): the files
+    holding positions below the prefix read (every file, without a prefix) must be the same
+    files with the same ``unit`` counts; later files may be added or change. ``saved`` and
+    ``now`` are (names, counts); ``items(count)`` is how many positions a file of that count
+    holds; ``what`` names a file in the differences."""
+    differences, first = [], 0
+    for k, (name, count) in enumerate(zip(*saved, strict=True)):
+        if read.prefix is not None and first >= read.prefix:
+            break
+        if k >= len(now[0]) or (now[0][k], now[1][k]) != (name, count):
+            have = "nothing" if k >= len(now[0]) else now[0][k]
+            differences.append(f"{what} {k} was {name} ({count} {unit}), now {have}")
+        first += items(count)
+    if read.prefix is None and len(now[0]) != len(saved[0]):
+        differences.append(f"there were {len(saved[0])} {what}s, now {len(now[0])}")
+    return differences

@@ -21,7 +21,7 @@ import pyarrow.types as pt
 
 from .._warn import warn_at_user
 from ..dataset import Dataset
-from ..order import Read
+from ..order import Read, files_changed
 from . import values
 
 DEFAULT_CACHE_BYTES = 256 << 20
@@ -239,18 +239,14 @@ class BlockTable(Dataset[Any]):
         now = self.order_state()
         if not isinstance(saved, dict) or saved.get("format") != now["format"]:
             return [f"the state does not describe a {type(self).__name__}"]
-        differences, start = [], 0
-        for k, (name, rows) in enumerate(zip(saved["files"], saved["rows"], strict=True)):
-            if read.prefix is not None and start >= read.prefix:
-                break
-            if k >= len(now["files"]) or (now["files"][k], now["rows"][k]) != (name, rows):
-                have = "nothing" if k >= len(now["files"]) else now["files"][k]
-                differences.append(f"table file {k} was {name} ({rows} rows), now {have}")
-            start += rows
-        if read.prefix is None and len(now["files"]) != len(saved["files"]):
-            had, has = len(saved["files"]), len(now["files"])
-            differences.append(f"the table had {had} files, now {has}")
-        return differences
+        return files_changed(
+            (saved["files"], saved["rows"]),
+            (now["files"], now["rows"]),
+            read,
+            items=lambda rows: rows,
+            what="table file",
+            unit="rows",
+        )
 
 
 def _is_list(kind: pa.DataType) -> bool:

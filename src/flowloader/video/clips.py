@@ -182,18 +182,14 @@ class VideoClips(fl.Dataset[dict[str, Any]]):
         if saved["clips"] != now["clips"]:
             settings = "clip settings (clip_len, frame_step, clip_stride)"
             return [f"{settings} were {saved['clips']}, now {now['clips']}"]
-        differences = []
-        first_clip = 0
-        for k, (name, frames) in enumerate(zip(saved["files"], saved["frames"], strict=True)):
-            if read.prefix is not None and first_clip >= read.prefix:
-                break
-            if k >= len(now["files"]) or (now["files"][k], now["frames"][k]) != (name, frames):
-                have = "nothing" if k >= len(now["files"]) else now["files"][k]
-                differences.append(f"video {k} was {name} ({frames} frames), now {have}")
-            first_clip += max((frames - self.span) // self.clip_stride + 1, 0)
-        if read.prefix is None and len(now["files"]) != len(saved["files"]):
-            differences.append(f"there were {len(saved['files'])} videos, now {len(now['files'])}")
-        return differences
+        return fl.order.files_changed(
+            (saved["files"], saved["frames"]),
+            (now["files"], now["frames"]),
+            read,
+            items=lambda frames: max((frames - self.span) // self.clip_stride + 1, 0),
+            what="video",
+            unit="frames",
+        )
 
 
 def _positive(name: str, value: Any) -> None:
