@@ -72,11 +72,12 @@ def shards_on_s3(folder: pathlib.Path) -> Iterator[dict[str, str]]:
 
 @contextlib.contextmanager
 def two_videos(folder: pathlib.Path) -> Iterator[dict[str, str]]:
-    """The block's ``a.mp4`` and ``b.mkv``: small H.264 videos made by PyAV."""
+    """The block's ``a.mp4`` (with an audio track) and ``b.mkv``: small H.264 videos made by
+    PyAV."""
     pytest.importorskip("av", reason="needs PyAV (pip install 'flowloader[video]')")
     from ..unit.video import media
 
-    media.encode(str(folder / "a.mp4"))
+    media.encode(str(folder / "a.mp4"), audio=True)
     media.encode(str(folder / "b.mkv"), variable_rate=True)
     yield {}
 

@@ -19,14 +19,16 @@ import numpy as np
 
 import flowloader as fl
 
+from .audio import audio_window, load_or_scan_audio
 from .decode import decode_frames
 from .index import VideoIndex, load_or_scan
+from .spans import FileSpans, as_paths
 
 DECODERS = ("pyav",)
 _INDEXES_KEPT = 64  # per process: the indexes of the videos decoded last
 
 
-class VideoClips(fl.Dataset[dict[str, Any]]):
+class VideoClips(FileSpans):
     """Clip ``i`` of the videos at ``paths``: ``clip_len`` frames, ``frame_step`` apart (a
     clip spans ``(clip_len - 1) * frame_step + 1`` frames), clips ``clip_stride`` frames
     apart in each video (default: the span, so clips do not overlap).
@@ -37,10 +39,19 @@ class VideoClips(fl.Dataset[dict[str, Any]]):
     a sequential decode of the file at the same conversion. ``threads``: FFmpeg's decoding
     threads per worker ("auto": the usable cores shared among the loader's workers).
 
+    With ``audio=True`` an item also holds ``audio``: the video's audio track from the
+    clip's first frame to the frame after its last, float32 at ``sample_rate`` (the
+    channels' mean when ``mono``, else ``channels x samples``), sample for sample as
+    ``AudioClips`` cuts it; its length follows the clip's duration, so it is the same for
+    every clip at one constant frame rate.
+
     Each video is indexed once (its frames' timestamps and keyframes, from its packets) and
     the index cached beside it, or in ``cache_dir``; a video too short for one clip, not a
     video, or without a video stream is a ValueError naming the file.
     """
+
+    FORMAT, UNIT, WHAT = "flowloader.video.VideoClips", "frames", "video"
+    SETTINGS = "clip_len, frame_step, clip_stride"
 
     def __init__(
         self,
@@ -53,58 +64,46 @@ class VideoClips(fl.Dataset[dict[str, Any]]):
         decoder: str = "pyav",
         threads: int | str = 1,
         audio: bool = False,
+        sample_rate: int = 16000,
+        mono: bool = True,
         cache_dir: str | None = None,
     ) -> None:
         _positive("clip_len", clip_len)
         _positive("frame_step", frame_step)
         if decoder not in DECODERS:
             raise ValueError(f"decoder should be one of {DECODERS}, got {decoder!r}")
-        if audio:
-            raise NotImplementedError("audio=True: clips with their audio are not built yet")
         if threads != "auto":
             _positive("threads", threads)
         if size is not None:
             if len(size) != 2 or any(int(s) < 1 for s in size):
                 raise ValueError(f"size should be (height, width) in pixels, got {size!r}")
             size = (int(size[0]), int(size[1]))
-        self.paths = [
-            os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)
-        ]
-        if not self.paths:
-            raise ValueError("VideoClips needs at least one video")
+        self.paths = as_paths(paths, "VideoClips")
         self.clip_len, self.frame_step = int(clip_len), int(frame_step)
-        self.span = (self.clip_len - 1) * self.frame_step + 1
-        self.clip_stride = self.span if clip_stride is None else int(clip_stride)
+        span = (self.clip_len - 1) * self.frame_step + 1
+        self.clip_stride = span if clip_stride is None else int(clip_stride)
         _positive("clip_stride", self.clip_stride)
         self.size, self.decoder, self.threads, self.cache_dir = size, decoder, threads, cache_dir
+        self.audio, self.sample_rate, self.mono = bool(audio), int(sample_rate), bool(mono)
+        if self.audio and (isinstance(sample_rate, bool) or self.sample_rate < 1):
+            raise ValueError(f"sample_rate should be a positive integer, got {sample_rate!r}")
         frames = []
         for path in self.paths:
             index = load_or_scan(path, cache_dir)
-            if index.frames < self.span:
+            if index.frames < span:
                 raise ValueError(
-                    f"{path}: {index.frames} frames, too short for one clip of {self.span} "
+                    f"{path}: {index.frames} frames, too short for one clip of {span} "
                     f"(clip_len={self.clip_len}, frame_step={self.frame_step})"
                 )
             frames.append(index.frames)
-        self.video_frames = np.array(frames, dtype=np.int64)
-        self.clips_per_video = (self.video_frames - self.span) // self.clip_stride + 1
-        self.clip_starts = np.concatenate([[0], np.cumsum(self.clips_per_video)])
+            if self.audio:
+                load_or_scan_audio(path, cache_dir)  # a video without audio is refused now
+        settings = [self.clip_len, self.frame_step, self.clip_stride]
+        self._count(frames, span, self.clip_stride, settings)
         self._indexes: OrderedDict[int, VideoIndex] = OrderedDict()
-
-    def __len__(self) -> int:
-        return int(self.clip_starts[-1])
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_indexes": OrderedDict()}
-
-    def locate(self, index: int) -> tuple[int, int]:
-        """(video, first frame) of clip ``index``."""
-        n = len(self)
-        if not -n <= index < n:
-            raise IndexError(f"clip {index} is out of range for {n} clips")
-        index %= n
-        video = int(np.searchsorted(self.clip_starts, index, side="right")) - 1
-        return video, int(index - self.clip_starts[video]) * self.clip_stride
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.__getitems__([index])[0]
@@ -126,25 +125,38 @@ class VideoClips(fl.Dataset[dict[str, Any]]):
         for video, start in located:
             positions = np.arange(start, start + self.span, self.frame_step)
             index = self._index(video)
-            items.append(
-                {
-                    "frames": np.stack([frames[video][int(p)] for p in positions]),
-                    "pts": index.seconds(positions),
-                    "video": video,
-                }
-            )
+            item = {
+                "frames": np.stack([frames[video][int(p)] for p in positions]),
+                "pts": index.seconds(positions),
+                "video": video,
+            }
+            if self.audio:
+                item["audio"] = self._audio(video, index, start)
+            items.append(item)
         return items
+
+    def _audio(self, video: int, index: VideoIndex, start: int) -> np.ndarray:
+        """The audio from the clip's first frame to the frame after its last (the last
+        frame's end, at the video's mean frame interval, when the clip ends the video), at
+        ``sample_rate``."""
+        audio = load_or_scan_audio(self.paths[video], self.cache_dir)
+        pts, end = index.pts, start + self.span
+        step = (int(pts[-1]) - int(pts[0])) // max(len(pts) - 1, 1)
+        stop = int(pts[end]) if end < len(pts) else int(pts[-1]) + step
+        first = (int(pts[start]) * index.time_base - audio.start) * self.sample_rate
+        count = (stop - int(pts[start])) * index.time_base * self.sample_rate
+        return audio_window(
+            self.paths[video], audio, self.sample_rate, self.mono, round(first), round(count)
+        )
 
     def _index(self, video: int) -> VideoIndex:
         """Video ``video``'s full index, from its cache file (kept for the last few)."""
         index = self._indexes.get(video)
         if index is None:
             index = load_or_scan(self.paths[video], self.cache_dir)
-            if index.frames != self.video_frames[video]:
-                raise ValueError(
-                    f"{self.paths[video]}: {index.frames} frames now, {self.video_frames[video]}"
-                    " when the dataset was made (the file changed)"
-                )
+            changed = self.changed_length(video, index.frames)
+            if changed:
+                raise ValueError(changed)
             self._indexes[video] = index
             if len(self._indexes) > _INDEXES_KEPT:
                 self._indexes.popitem(last=False)
@@ -161,35 +173,6 @@ class VideoClips(fl.Dataset[dict[str, Any]]):
         info = fl.get_worker_info()
         workers = info.num_workers if info is not None else 1
         return max(1, (cores or 1) // workers)
-
-    # -- the resume contract (docs/design/resume.md) ------------------------------------------
-
-    def order_state(self) -> dict[str, Any]:
-        """The videos, their frame counts and the clip settings: what decides clip i."""
-        return {
-            "format": "flowloader.video.VideoClips",
-            "files": self.paths,
-            "frames": self.video_frames.tolist(),
-            "clips": [self.clip_len, self.frame_step, self.clip_stride],
-        }
-
-    def order_changes(self, saved: dict[str, Any], read: Any) -> list[str]:
-        """The videos holding clips below the prefix read (every video, without one) must be
-        the same with as many frames, under the same clip settings; later videos may change."""
-        now = self.order_state()
-        if not isinstance(saved, dict) or saved.get("format") != now["format"]:
-            return ["the state does not describe a VideoClips"]
-        if saved["clips"] != now["clips"]:
-            settings = "clip settings (clip_len, frame_step, clip_stride)"
-            return [f"{settings} were {saved['clips']}, now {now['clips']}"]
-        return fl.order.files_changed(
-            (saved["files"], saved["frames"]),
-            (now["files"], now["frames"]),
-            read,
-            items=lambda frames: max((frames - self.span) // self.clip_stride + 1, 0),
-            what="video",
-            unit="frames",
-        )
 
 
 def _positive(name: str, value: Any) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .index import VideoIndex, open_container, video_stream
+from .index import VideoIndex, first_stream, open_container
 
 # Seeks to an earlier keyframe before giving up on a seek that lands past the frame wanted.
 _SEEK_RETRIES = 3
@@ -41,7 +41,7 @@ def decode_frames(
     height, width = size if size is not None else (index.height, index.width)
     out: dict[int, np.ndarray] = {}
     with open_container(path) as container:
-        stream = video_stream(container, path)
+        stream = first_stream(container, path, "video")
         stream.codec_context.thread_count = threads
         stream.codec_context.thread_type = "FRAME" if threads > 1 else "SLICE"
         frames: Iterator[Any] | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -26,10 +27,8 @@ from ..text.index import file_digest, write_atomically
 SUFFIX = ".flowloader-index"
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "flowloader", "video")
 _MAGIC = 0x464C56494458  # "FLVIDX"
-_VERSION = 1
-_HEADER = (
-    12  # magic, version, size, mtime_ns, time base (2), width, height, frames, keys, digest (2)
-)
+_VERSION = 2
+_HEADER = 6  # magic, version, the file's size and mtime_ns, its digest (2 numbers)
 
 
 @dataclass(frozen=True)
@@ -65,15 +64,17 @@ def open_container(path: str) -> Any:
     except av.error.FileNotFoundError:
         raise FileNotFoundError(f"no such video: {path}") from None
     except (av.error.FFmpegError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: not a video FFmpeg can read ({error})") from error
+        raise ValueError(f"{path}: not a video or audio file FFmpeg can read ({error})") from error
 
 
-def video_stream(container: Any, path: str) -> Any:
-    """The container's first video stream; ValueError naming the file when it has none."""
-    if not container.streams.video:
+def first_stream(container: Any, path: str, kind: str) -> Any:
+    """The container's first ``kind`` ("video" or "audio") stream; ValueError naming the
+    file when it has none."""
+    streams = getattr(container.streams, kind)
+    if not streams:
         kinds = sorted({stream.type for stream in container.streams}) or ["none"]
-        raise ValueError(f"{path}: has no video stream (its streams: {', '.join(kinds)})")
-    return container.streams.video[0]
+        raise ValueError(f"{path}: has no {kind} stream (its streams: {', '.join(kinds)})")
+    return streams[0]
 
 
 def scan(path: str) -> VideoIndex:
@@ -83,7 +84,7 @@ def scan(path: str) -> VideoIndex:
     import av
 
     with open_container(path) as container:
-        stream = video_stream(container, path)
+        stream = first_stream(container, path, "video")
         found: list[tuple[int, bool]] = []
         try:
             for packet in container.demux(stream):
@@ -111,36 +112,67 @@ def scan(path: str) -> VideoIndex:
     return VideoIndex(pts, keyframes, Fraction(time_base), int(width), int(height))
 
 
-def index_path(path: str, cache_dir: str | None) -> str:
+def index_path(path: str, cache_dir: str | None, suffix: str = SUFFIX) -> str:
     """Where ``path``'s index is kept: beside it, or in ``cache_dir`` under a name made from
     its absolute path."""
     if cache_dir is None:
-        return path + SUFFIX
+        return path + suffix
     key = hashlib.blake2b(os.path.abspath(path).encode(), digest_size=12).hexdigest()
-    return os.path.join(cache_dir, f"{os.path.basename(path)}.{key}{SUFFIX}")
+    return os.path.join(cache_dir, f"{os.path.basename(path)}.{key}{suffix}")
 
 
 def load_or_scan(path: str, cache_dir: str | None = None) -> VideoIndex:
     """``path``'s index: read from its cache when one matches the file, else scanned and
     cached (beside the file, or in ``cache_dir`` or the default cache when its folder cannot
     be written)."""
-    places = [index_path(path, cache_dir)]
+    numbers = cached_numbers(
+        path, cache_dir, SUFFIX, _MAGIC, lambda: _video_numbers(scan(path)), _whole_video
+    )
+    num, den, width, height, frames = (int(x) for x in numbers[:5])
+    pts = numbers[6 : 6 + frames]
+    return VideoIndex(pts, numbers[6 + frames :], Fraction(num, den), width, height)
+
+
+def _whole_video(numbers: np.ndarray) -> bool:
+    return len(numbers) >= 6 and len(numbers) == 6 + int(numbers[4]) + int(numbers[5])
+
+
+def _video_numbers(index: VideoIndex) -> np.ndarray:
+    tb = index.time_base
+    fields = [tb.numerator, tb.denominator, index.width, index.height, index.frames]
+    header = np.array([*fields, len(index.keyframes)], dtype=np.int64)
+    return np.concatenate([header, index.pts, index.keyframes])
+
+
+def cached_numbers(
+    path: str,
+    cache_dir: str | None,
+    suffix: str,
+    magic: int,
+    scan: Callable[[], np.ndarray],
+    whole: Callable[[np.ndarray], bool],
+) -> np.ndarray:
+    """The int64 numbers that describe ``path`` (an index), read from the first cache file
+    that matches the file as it is now and is ``whole`` (not cut short), else ``scan()`` and
+    written to the first place that can be written: beside the file (``path + suffix``) or in
+    ``cache_dir``, then the default cache."""
+    places = [index_path(path, cache_dir, suffix)]
     if cache_dir is None:
-        places.append(index_path(path, DEFAULT_CACHE))
+        places.append(index_path(path, DEFAULT_CACHE, suffix))
     info = os.stat(path)
     for place in places:
-        index = _read(place, path, info)
-        if index is not None:
-            return index
-    index = scan(path)
+        numbers = _read(place, path, info, magic)
+        if numbers is not None and whole(numbers):
+            return numbers
+    numbers = scan()
     for place in places:
         try:
             os.makedirs(os.path.dirname(place) or ".", exist_ok=True)
-            _write(place, path, index)
+            _write(place, path, magic, numbers)
             break
         except OSError:
             continue  # a folder that cannot be written: the next place
-    return index
+    return numbers
 
 
 def _digest_numbers(path: str) -> list[int]:
@@ -151,37 +183,23 @@ def _digest_numbers(path: str) -> list[int]:
     ]
 
 
-def _write(place: str, path: str, index: VideoIndex) -> None:
+def _write(place: str, path: str, magic: int, numbers: np.ndarray) -> None:
     info = os.stat(path)
-    header = [
-        _MAGIC,
-        _VERSION,
-        info.st_size,
-        info.st_mtime_ns,
-        index.time_base.numerator,
-        index.time_base.denominator,
-        index.width,
-        index.height,
-        index.frames,
-        len(index.keyframes),
-        *_digest_numbers(path),
-    ]
-    numbers = np.concatenate([np.array(header, dtype=np.int64), index.pts, index.keyframes])
-    write_atomically(place, numbers.tofile)
+    header = [magic, _VERSION, info.st_size, info.st_mtime_ns, *_digest_numbers(path)]
+    whole = np.concatenate([np.array(header, dtype=np.int64), numbers])
+    write_atomically(place, whole.tofile)
 
 
-def _read(place: str, path: str, info: os.stat_result) -> VideoIndex | None:
-    """The index cached at ``place`` when it is whole and describes ``path`` as it is now."""
+def _read(place: str, path: str, info: os.stat_result, magic: int) -> np.ndarray | None:
+    """The numbers cached at ``place`` when they describe ``path`` as it is now."""
     try:
         numbers = np.fromfile(place, dtype=np.int64)
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return None
-    if len(numbers) < _HEADER or numbers[0] != _MAGIC or numbers[1] != _VERSION:
+    if len(numbers) < _HEADER or numbers[0] != magic or numbers[1] != _VERSION:
         return None
-    size, mtime, num, den, width, height, frames, keys = (int(x) for x in numbers[2:10])
-    if len(numbers) != _HEADER + frames + keys or size != info.st_size:
+    if numbers[2] != info.st_size:
         return None
-    if mtime != info.st_mtime_ns and list(numbers[10:12]) != _digest_numbers(path):
+    if numbers[3] != info.st_mtime_ns and list(numbers[4:6]) != _digest_numbers(path):
         return None
-    pts = numbers[_HEADER : _HEADER + frames]
-    return VideoIndex(pts, numbers[_HEADER + frames :], Fraction(num, den), width, height)
+    return numbers[_HEADER:]

@@ -95,7 +95,7 @@ def test_a_cache_directory_keeps_the_index_when_given(videos, tmp_path) -> None:
 def test_bad_input_is_named(videos, tmp_path) -> None:
     text = tmp_path / "notes.mp4"
     text.write_text("not a video at all\n" * 50)
-    with pytest.raises(ValueError, match=r"notes\.mp4: not a video FFmpeg can read"):
+    with pytest.raises(ValueError, match=r"notes\.mp4: not a video or audio file FFmpeg can read"):
         VideoClips(str(text), 4)
     sound = media.encode_audio_only(str(tmp_path / "sound.m4a"))
     with pytest.raises(ValueError, match=r"sound\.m4a: has no video stream \(its streams: audio\)"):
