@@ -21,10 +21,11 @@ import flowloader as fl
 
 from .audio import audio_window, load_or_scan_audio
 from .decode import decode_frames
+from .decode_torchcodec import decode_frames_torchcodec, frame_mappings, torchcodec_available
 from .index import VideoIndex, load_or_scan
 from .spans import FileSpans, as_paths
 
-DECODERS = ("pyav",)
+DECODERS = ("pyav", "torchcodec")
 _INDEXES_KEPT = 64  # per process: the indexes of the videos decoded last
 
 
@@ -38,6 +39,9 @@ class VideoClips(FileSpans):
     frame's time in seconds) and ``video`` (the video's number). Frames are exactly those of
     a sequential decode of the file at the same conversion. ``threads``: FFmpeg's decoding
     threads per worker ("auto": the usable cores shared among the loader's workers).
+    ``decoder="torchcodec"`` decodes with torchcodec where it imports (handed this index, so
+    it does not scan the file): the same frames at full size; resized by torchcodec's own
+    Resize (bilinear, antialiased), so close to PyAV's but not equal.
 
     With ``audio=True`` an item also holds ``audio``: the video's audio track from the
     clip's first frame to the frame after its last, float32 at ``sample_rate`` (the
@@ -72,6 +76,11 @@ class VideoClips(FileSpans):
         _positive("frame_step", frame_step)
         if decoder not in DECODERS:
             raise ValueError(f"decoder should be one of {DECODERS}, got {decoder!r}")
+        if decoder == "torchcodec" and not torchcodec_available():
+            raise ValueError(
+                'decoder="torchcodec" needs torchcodec, which does not import here (pip install '
+                "torchcodec; it needs torch and FFmpeg's shared libraries)"
+            )
         if threads != "auto":
             _positive("threads", threads)
         if size is not None:
@@ -101,9 +110,10 @@ class VideoClips(FileSpans):
         settings = [self.clip_len, self.frame_step, self.clip_stride]
         self._count(frames, span, self.clip_stride, settings)
         self._indexes: OrderedDict[int, VideoIndex] = OrderedDict()
+        self._torchcodec_mappings: dict[int, str] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_indexes": OrderedDict()}
+        return {**self.__dict__, "_indexes": OrderedDict(), "_torchcodec_mappings": {}}
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.__getitems__([index])[0]
@@ -118,9 +128,13 @@ class VideoClips(FileSpans):
         frames: dict[int, dict[int, np.ndarray]] = {}
         for video, starts in by_video.items():
             wanted = [s + k * self.frame_step for s in starts for k in range(self.clip_len)]
-            frames[video] = decode_frames(
-                self.paths[video], self._index(video), wanted, self.size, self._threads()
-            )
+            index, threads = self._index(video), self._threads()
+            if self.decoder == "torchcodec":
+                frames[video] = decode_frames_torchcodec(
+                    self.paths[video], index, wanted, self.size, threads, self._mappings(video)
+                )
+            else:
+                frames[video] = decode_frames(self.paths[video], index, wanted, self.size, threads)
         items = []
         for video, start in located:
             positions = np.arange(start, start + self.span, self.frame_step)
@@ -163,6 +177,15 @@ class VideoClips(FileSpans):
         else:
             self._indexes.move_to_end(video)
         return index
+
+    def _mappings(self, video: int) -> str:
+        """Video ``video``'s index as torchcodec's frame mappings (kept as the indexes are)."""
+        found = self._torchcodec_mappings.get(video)
+        if found is None:
+            if len(self._torchcodec_mappings) >= _INDEXES_KEPT:
+                self._torchcodec_mappings.clear()
+            found = self._torchcodec_mappings[video] = frame_mappings(self._index(video))
+        return found
 
     def _threads(self) -> int:
         """FFmpeg's threads for this worker: as given, or ("auto") the usable cores shared
