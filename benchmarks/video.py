@@ -2,9 +2,13 @@
 videos (a keyframe every 2 s), through loaders with 2 workers and per clip in one process.
 
 - Loaders: flowloader's VideoClips + ClipSampler at full size and at 224x224 (FFmpeg scales
-  while converting), against PyAV used the obvious way (each clip: open, seek to its first
-  frame, decode to its last, convert every frame kept) through torch's DataLoader, at full
-  size and followed by a resize in torch (bilinear).
+  while converting; also with decoder="torchcodec" where torchcodec imports), against, in
+  torch's DataLoader: torchcodec's sampler (a dataset of videos, each item
+  ``clips_at_random_indices`` of one video: its 8 clips from one decoder, resized by its
+  decoder transform), decord (each item: one VideoReader, the 8 clips' frames in one
+  ``get_batch``) where it imports, and PyAV used the obvious way (each clip: open, seek to
+  its first frame, decode to its last, convert every frame kept), at full size and followed
+  by a resize in torch (bilinear).
 - Per clip, in one process: the floor (libavcodec decoding from the keyframe to the clip's
   last frame, no conversion), flowloader's clip, and decoding from the start of the file.
 - Opening: a video's first clip with no index (scanned), with the index cached, and a clip
@@ -30,20 +34,23 @@ WIDTH, HEIGHT, FPS, SECONDS = 960, 540, 30, 30
 CLIP_LEN, FRAME_STEP, CLIPS_PER_VIDEO, BATCH, WORKERS = 16, 2, 8, 4, 2
 
 
-def encode(path: str, seed: int) -> None:
+def encode(
+    path: str, seed: int, seconds: int = SECONDS, size: tuple[int, int] = (WIDTH, HEIGHT)
+) -> None:
     """A 30 s 960x540 H.264 video, a keyframe every 60 frames: moving gradients and noise
     (so that the decoder has real work)."""
     import av
 
+    width, height = size
     rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:HEIGHT, 0:WIDTH]
-    noise = rng.integers(0, 40, (8, HEIGHT, WIDTH, 3), dtype=np.uint8)
+    y, x = np.mgrid[0:height, 0:width]
+    noise = rng.integers(0, 40, (8, height, width, 3), dtype=np.uint8)
     with av.open(path, "w") as out:
         stream = out.add_stream("libx264", rate=FPS)
-        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.codec_context.gop_size = 2 * FPS
         stream.options = {"sc_threshold": "0", "preset": "veryfast", "crf": "23"}
-        for n in range(FPS * SECONDS):
+        for n in range(FPS * seconds):
             image = noise[n % 8].copy()
             image[..., 0] += ((x + 4 * n) % 200).astype(np.uint8)
             image[..., 1] += ((y * 2 + 3 * n) % 200).astype(np.uint8)
@@ -89,6 +96,69 @@ class ObviousClips:
         return clip
 
 
+class TorchCodecVideos:
+    """torchcodec's recipe: item v opens video v's decoder (exact seek mode, one FFmpeg
+    thread) and takes ``CLIPS_PER_VIDEO`` clips with ``clips_at_random_indices``."""
+
+    def __init__(self, paths: list[str], resize: bool) -> None:
+        self.paths, self.resize = paths, resize
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, v: int) -> Any:
+        from torchcodec.decoders import VideoDecoder
+        from torchcodec.samplers import clips_at_random_indices
+        from torchcodec.transforms import Resize
+
+        decoder = VideoDecoder(
+            self.paths[v],
+            dimension_order="NHWC",
+            num_ffmpeg_threads=1,
+            transforms=[Resize(size=(224, 224))] if self.resize else None,
+        )
+        clips = clips_at_random_indices(
+            decoder,
+            num_clips=CLIPS_PER_VIDEO,
+            num_frames_per_clip=CLIP_LEN,
+            num_indices_between_frames=FRAME_STEP,
+        )
+        return clips.data
+
+
+class DecordVideos:
+    """decord's recipe: item v opens a VideoReader (one thread; at 224x224 when resizing)
+    and reads the frames of ``CLIPS_PER_VIDEO`` random clips in one ``get_batch``."""
+
+    def __init__(self, paths: list[str], resize: bool, seed: int) -> None:
+        self.paths, self.resize, self.seed = paths, resize, seed
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, v: int) -> Any:
+        import decord
+
+        size = {"width": 224, "height": 224} if self.resize else {}
+        reader = decord.VideoReader(self.paths[v], ctx=decord.cpu(0), num_threads=1, **size)
+        span = (CLIP_LEN - 1) * FRAME_STEP + 1
+        rng = np.random.default_rng((self.seed, v))
+        starts = rng.choice(len(reader) - span + 1, CLIPS_PER_VIDEO, replace=False)
+        wanted = sorted({int(s) + k * FRAME_STEP for s in starts for k in range(CLIP_LEN)})
+        frames = dict(zip(wanted, reader.get_batch(wanted).asnumpy(), strict=True))
+        return np.stack(
+            [np.stack([frames[int(s) + k * FRAME_STEP] for k in range(CLIP_LEN)]) for s in starts]
+        )
+
+
+def importable(module: str) -> bool:
+    try:
+        __import__(module)
+    except (ImportError, OSError, RuntimeError):
+        return False
+    return True
+
+
 def floor_clip(path: str, index: Any, start: int) -> None:
     """libavcodec alone: seek to the keyframe, decode to the clip's last frame, no
     conversion."""
@@ -125,8 +195,8 @@ def loader_measures(paths: list[str], epoch_counter: Any) -> dict[str, Callable[
     import flowloader as fl
     from flowloader.video import ClipSampler, VideoClips
 
-    def flowloader_rate(size: tuple[int, int] | None) -> float:
-        ds = VideoClips(paths, CLIP_LEN, frame_step=FRAME_STEP, size=size)
+    def flowloader_rate(size: tuple[int, int] | None, decoder: str = "pyav") -> float:
+        ds = VideoClips(paths, CLIP_LEN, frame_step=FRAME_STEP, size=size, decoder=decoder)
         sampler = ClipSampler(ds, clips_per_video=CLIPS_PER_VIDEO, seed=next(epoch_counter))
         loader = fl.DataLoader(ds, batch_size=BATCH, sampler=sampler, num_workers=WORKERS)
         start = time.perf_counter()
@@ -144,9 +214,41 @@ def loader_measures(paths: list[str], epoch_counter: Any) -> dict[str, Callable[
         clips = sum(len(batch) for batch in loader)
         return clips / (time.perf_counter() - start)
 
-    return {
+    def per_video_rate(dataset: Any) -> float:
+        loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=WORKERS)
+        start = time.perf_counter()
+        clips = sum(len(clips) for clips in loader)
+        return clips / (time.perf_counter() - start)
+
+    measures = {
         "flowloader VideoClips, full size": lambda: flowloader_rate(None),
         "flowloader VideoClips, size=(224, 224)": lambda: flowloader_rate((224, 224)),
+    }
+    if importable("torchcodec.decoders"):
+        measures |= {
+            "flowloader VideoClips, decoder=torchcodec, full size": lambda: flowloader_rate(
+                None, "torchcodec"
+            ),
+            "flowloader VideoClips, decoder=torchcodec, 224": lambda: flowloader_rate(
+                (224, 224), "torchcodec"
+            ),
+            "torchcodec clips_at_random_indices + torch DataLoader, full size": lambda: (
+                per_video_rate(TorchCodecVideos(paths, False))
+            ),
+            "torchcodec clips_at_random_indices + torch DataLoader, Resize 224": lambda: (
+                per_video_rate(TorchCodecVideos(paths, True))
+            ),
+        }
+    if importable("decord"):
+        measures |= {
+            "decord get_batch + torch DataLoader, full size": lambda: per_video_rate(
+                DecordVideos(paths, False, next(epoch_counter))
+            ),
+            "decord get_batch + torch DataLoader, 224": lambda: per_video_rate(
+                DecordVideos(paths, True, next(epoch_counter))
+            ),
+        }
+    return measures | {
         "PyAV per clip + torch DataLoader, full size": lambda: obvious_rate(False),
         "PyAV per clip + torch DataLoader, + torch resize to 224": lambda: obvious_rate(True),
     }
@@ -206,14 +308,56 @@ def open_measures(paths: list[str], folder: str) -> dict[str, Callable[[], float
         open_ds[5]
         return (time.perf_counter() - start) * 1000
 
-    return {
-        "open with no index (scan) + first clip": cold,
-        "open with the index cached + first clip": cached,
-        "a clip from a dataset already open": already_open,
+    def torchcodec_first_clip(seek_mode: str) -> float:
+        from torchcodec.decoders import VideoDecoder
+
+        start = time.perf_counter()
+        decoder = VideoDecoder(paths[0], num_ffmpeg_threads=1, seek_mode=seek_mode)
+        decoder.get_frames_at(list(range(5 * 31, 5 * 31 + 31, FRAME_STEP)))
+        return (time.perf_counter() - start) * 1000
+
+    measures = {
+        "flowloader: open with no index (scan) + first clip": cold,
+        "flowloader: open with the index cached + first clip": cached,
+        "flowloader: a clip from a dataset already open": already_open,
     }
+    if importable("torchcodec.decoders"):
+        measures |= {
+            f"torchcodec: VideoDecoder(seek_mode={mode!r}) + first clip": (
+                lambda mode=mode: torchcodec_first_clip(mode)
+            )
+            for mode in ("exact", "approximate")
+        }
+    return measures
 
 
-def run(videos: int, runs: int) -> dict[str, Any]:
+def open_many(folder: str, count: int) -> float:
+    """Seconds to open a VideoClips over ``count`` videos whose indexes are cached: copies
+    of one short video, each with its index beside it (a stat and a small read each)."""
+    import shutil
+
+    from flowloader.video import VideoClips
+    from flowloader.video.index import SUFFIX
+
+    many = os.path.join(folder, "many")
+    os.makedirs(many)
+    first = os.path.join(many, "v0.mp4")
+    encode(first, 0, seconds=2, size=(64, 48))
+    VideoClips(first, CLIP_LEN)  # indexes it
+    paths = [first]
+    for k in range(1, count):
+        path = os.path.join(many, f"v{k}.mp4")
+        shutil.copy2(first, path)  # the same size and mtime: the index still matches
+        shutil.copy2(first + SUFFIX, path + SUFFIX)
+        paths.append(path)
+    start = time.perf_counter()
+    ds = VideoClips(paths, CLIP_LEN)
+    seconds = time.perf_counter() - start
+    assert len(ds) == count * ds.clips_per_video[0]
+    return seconds
+
+
+def run(videos: int, runs: int, many: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         paths = [os.path.join(folder, f"video{k}.mp4") for k in range(videos)]
         for seed, path in enumerate(paths):
@@ -224,6 +368,7 @@ def run(videos: int, runs: int) -> dict[str, Any]:
             "loaders": alternate(runs, loader_measures(paths, counter)),
             "per_clip_ms": alternate(runs, per_clip_measures(paths)),
             "open_ms": alternate(runs, open_measures(paths, folder)),
+            "open_many": {"videos": many, "seconds": open_many(folder, many)},
         }
 
 
@@ -245,6 +390,8 @@ def table(record: dict[str, Any]) -> str:
         for name, values in record[key].items():
             shown = ", ".join(f"{v:.1f}" for v in values)
             lines.append(f"| {name} | {median(values):.1f} | {shown} |")
+    many = record["open_many"]
+    lines += ["", f"Opening {many['videos']:,} videos with cached indexes: {many['seconds']:.3f} s"]
     return "\n".join(lines)
 
 
@@ -252,10 +399,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--videos", type=int, default=4)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--many", type=int, default=10_000, help="cached videos to open")
     parser.add_argument("--json")
     args = parser.parse_args()
     print(environment())
-    record = run(args.videos, args.runs)
+    record = run(args.videos, args.runs, args.many)
     print(table(record))
     write_json(args.json, [record])
 

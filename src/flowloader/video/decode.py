@@ -3,7 +3,8 @@
 A batch's clips of one video are decoded together from one open container, in time order:
 the frames they need (their union) are visited once, ascending; the decoder seeks only when
 the next needed frame lies past a keyframe it has not reached (a jump is then cheaper than
-decoding the gap), and never backward. Each needed frame is converted once (FFmpeg's
+decoding the gap), and never backward. Frames not needed that no other frame refers to
+(most B-frames) are not decoded at all. Each needed frame is converted once (FFmpeg's
 swscale: pixel format and size in one pass) and handed to every clip holding it.
 
 A frame is known by its timestamp: a decoded frame whose timestamp the index does not hold,
@@ -19,6 +20,11 @@ from typing import Any
 import numpy as np
 
 from .index import VideoIndex, first_stream, open_container
+
+# Decoders whose skip_frame = NONREF, set packet by packet, skips exactly the frames nothing
+# refers to (tested: the clips stay bit-identical). libdav1d's AV1 decoder is not among them:
+# it decodes packets some way ahead of what it returns, so a packet's setting lands wrong.
+SKIPS_UNREFERENCED = frozenset({"h264", "vp9"})
 
 # Seeks to an earlier keyframe before giving up on a seek that lands past the frame wanted.
 _SEEK_RETRIES = 3
@@ -38,6 +44,7 @@ def decode_frames(
     """The frames at ``positions`` (into ``index.pts``) of the video at ``path``, as
     ``H x W x 3`` uint8 RGB (at ``size`` = (height, width) when given), by position."""
     wanted = sorted({int(p) for p in positions})
+    needed = {int(t) for t in index.pts[wanted]}
     height, width = size if size is not None else (index.height, index.width)
     out: dict[int, np.ndarray] = {}
     with open_container(path) as container:
@@ -49,7 +56,7 @@ def decode_frames(
         for position in wanted:
             keyframe = index.keyframe_before(position)
             if frames is None or keyframe > at + 1:
-                frames, at = _seek(container, stream, index, keyframe, position, path)
+                frames, at = _seek(container, stream, index, keyframe, position, path, needed)
             while at < position:
                 frame = next(frames, None)
                 if frame is None:
@@ -71,7 +78,13 @@ def decode_frames(
 
 
 def _seek(
-    container: Any, stream: Any, index: VideoIndex, keyframe: int, position: int, path: str
+    container: Any,
+    stream: Any,
+    index: VideoIndex,
+    keyframe: int,
+    position: int,
+    path: str,
+    needed: set[int],
 ) -> tuple[Iterator[Any], int]:
     """Seek to ``keyframe`` and return the decoder's frames from there, with the position
     just before the first of them. A seek that lands past ``position`` (a demuxer that seeks
@@ -81,7 +94,7 @@ def _seek(
     for _ in range(_SEEK_RETRIES):
         target = int(index.pts[keyframe])
         container.seek(target, backward=True, any_frame=False, stream=stream)
-        frames = _decoded(container, stream)
+        frames = _decoded(container, stream, needed)
         first = next(frames, None)
         if first is None:
             break
@@ -96,8 +109,18 @@ def _seek(
     )
 
 
-def _decoded(container: Any, stream: Any) -> Iterator[Any]:
+def _decoded(container: Any, stream: Any, needed: set[int]) -> Iterator[Any]:
+    """The decoder's frames, from packets demuxed on. A packet of a frame not ``needed``
+    (by timestamp) is decoded only if other frames refer to it (FFmpeg's ``skip_frame =
+    NONREF``, for the decoders in ``SKIPS_UNREFERENCED``): the frames between a keyframe and
+    a clip, and those a frame step leaves out, cost nothing when nothing refers to them."""
+    context = stream.codec_context
+    skipping, can_skip = False, context.name in SKIPS_UNREFERENCED
     for packet in container.demux(stream):
+        skip = can_skip and packet.pts is not None and int(packet.pts) not in needed
+        if skip != skipping:
+            context.skip_frame = "NONREF" if skip else "DEFAULT"
+            skipping = skip
         yield from packet.decode()
 
 

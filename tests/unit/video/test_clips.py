@@ -13,7 +13,7 @@ from . import media
 
 av = pytest.importorskip("av")
 
-from flowloader.video import ClipDecodeError, VideoClips, load_or_scan  # noqa: E402
+from flowloader.video import ClipDecodeError, VideoClips, decode, load_or_scan  # noqa: E402
 from flowloader.video import index as video_index  # noqa: E402
 
 
@@ -23,13 +23,15 @@ def expected_clip(full: np.ndarray, ds: VideoClips, i: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("kind", ["h264.mp4", "h264.mkv", "vfr.mp4", "vp9.webm", "av1.mp4"])
-@pytest.mark.parametrize("size", [None, (24, 40)])
-def test_every_clip_is_the_sequential_decode(videos, kind, size) -> None:
+@pytest.mark.parametrize(("size", "threads"), [(None, 1), ((24, 40), 1), (None, 3)])
+def test_every_clip_is_the_sequential_decode(videos, kind, size, threads) -> None:
     """Each clip's frames are bit-identical to those of a full decode of the file at the same
-    conversion: clips read one at a time in a random order (a seek each) and all at once."""
+    conversion: clips read one at a time in a random order (a seek each) and all at once,
+    with one decoding thread and with frame threads (frames nothing refers to, skipped
+    packet by packet, must not shift)."""
     path = videos[kind]
     full = media.decode_all(path, size)
-    ds = VideoClips(path, 8, frame_step=2, clip_stride=5, size=size)
+    ds = VideoClips(path, 8, frame_step=2, clip_stride=5, size=size, threads=threads)
     assert len(ds) == (150 - 15) // 5 + 1
     order = np.random.default_rng(1).permutation(len(ds)).tolist()
     for i in order[:8]:
@@ -150,3 +152,17 @@ def test_a_dataset_pickles_without_its_indexes(videos) -> None:
     copy = pickle.loads(pickle.dumps(ds))
     assert not copy._indexes
     assert np.array_equal(copy[5]["frames"], ds[5]["frames"])
+
+
+def test_frames_nothing_refers_to_are_not_decoded(videos) -> None:
+    """Reading the whole stream while needing two frames decodes fewer frames than it holds
+    (the B-frames nothing refers to are skipped), and still yields the two. (VP9 as libvpx
+    encodes it refers to every frame: nothing to skip there.)"""
+    path = videos["h264.mp4"]
+    index = load_or_scan(path)
+    needed = {int(index.pts[0]), int(index.pts[100])}
+    with av.open(path) as container:
+        stream = container.streams.video[0]
+        got = [frame.pts for frame in decode._decoded(container, stream, needed)]
+    assert needed <= set(got)
+    assert len(got) < index.frames
