@@ -2,7 +2,9 @@
 videos (a keyframe every 2 s), through loaders with 2 workers and per clip in one process.
 
 - Loaders: flowloader's VideoClips + ClipSampler at full size and at 224x224 (FFmpeg scales
-  while converting; also with decoder="torchcodec" where torchcodec imports), against, in
+  while converting), clips in a random order over all videos and ``grouped=True`` (a video's
+  clips one after another, as a video-per-item dataset reads them), also with
+  decoder="torchcodec" where torchcodec imports; against, in
   torch's DataLoader: torchcodec's sampler (a dataset of videos, each item
   ``clips_at_random_indices`` of one video: its 8 clips from one decoder, resized by its
   decoder transform), decord (each item: one VideoReader, the 8 clips' frames in one
@@ -195,9 +197,12 @@ def loader_measures(paths: list[str], epoch_counter: Any) -> dict[str, Callable[
     import flowloader as fl
     from flowloader.video import ClipSampler, VideoClips
 
-    def flowloader_rate(size: tuple[int, int] | None, decoder: str = "pyav") -> float:
+    def flowloader_rate(
+        size: tuple[int, int] | None, decoder: str = "pyav", grouped: bool = False
+    ) -> float:
         ds = VideoClips(paths, CLIP_LEN, frame_step=FRAME_STEP, size=size, decoder=decoder)
-        sampler = ClipSampler(ds, clips_per_video=CLIPS_PER_VIDEO, seed=next(epoch_counter))
+        seed = next(epoch_counter)
+        sampler = ClipSampler(ds, clips_per_video=CLIPS_PER_VIDEO, seed=seed, grouped=grouped)
         loader = fl.DataLoader(ds, batch_size=BATCH, sampler=sampler, num_workers=WORKERS)
         start = time.perf_counter()
         clips = sum(len(batch["frames"]) for batch in loader)
@@ -223,6 +228,12 @@ def loader_measures(paths: list[str], epoch_counter: Any) -> dict[str, Callable[
     measures = {
         "flowloader VideoClips, full size": lambda: flowloader_rate(None),
         "flowloader VideoClips, size=(224, 224)": lambda: flowloader_rate((224, 224)),
+        "flowloader VideoClips, full size, ClipSampler(grouped=True)": lambda: flowloader_rate(
+            None, grouped=True
+        ),
+        "flowloader VideoClips, 224, ClipSampler(grouped=True)": lambda: flowloader_rate(
+            (224, 224), grouped=True
+        ),
     }
     if importable("torchcodec.decoders"):
         measures |= {

@@ -1,6 +1,7 @@
 """The resume contract as a property: random compositions of orders (a Mixture with schedules
 and every stopping rule, read by a sequential, shuffled, distributed or block-shuffled
-sampler or by a MixtureBatchSampler, bare or inside Subset, ConcatDataset or Packed; 0 or 2
+sampler, by a MixtureBatchSampler, or as video clips by a ClipSampler or UniformClipSampler,
+bare or inside Subset, ConcatDataset or Packed; 0 or 2
 workers, threads or (one draw in ten) processes, persistent or not) and random chains of 1-3
 runs, each resumed from the state the one before saved, with the configuration changed
 between them (made longer, a new stage, reweighted from the start). Every resume is either
@@ -24,9 +25,45 @@ from hypothesis import strategies as st
 
 import flowloader as fl
 from flowloader.text import Packed
+from flowloader.video import ClipSampler, UniformClipSampler
 
 EPOCHS = 2
 STOPPINGS = ("first_exhausted", "all_exhausted", "never")
+
+
+class ClipView(fl.Dataset[Any]):
+    """A dataset seen as videos of ``VIDEO_LEN`` items (the last one shorter), each item a
+    clip: the shape ClipSampler and UniformClipSampler read (``clips_per_video``,
+    ``clip_starts``); the order contract forwarded to what it wraps, as wrappers do."""
+
+    VIDEO_LEN = 4
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+        n = len(dataset)
+        self.clips_per_video = np.array(
+            [min(self.VIDEO_LEN, n - s) for s in range(0, n, self.VIDEO_LEN)], dtype=np.int64
+        )
+        self.clip_starts = np.concatenate([[0], np.cumsum(self.clips_per_video)])
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.dataset[index]
+
+    def set_epoch(self, epoch: int) -> None:
+        self.dataset.set_epoch(epoch)
+
+    @property
+    def epoch(self) -> int:
+        return self.dataset.epoch
+
+    def order_state(self) -> dict[str, Any] | None:
+        return fl.order.order_state(self.dataset)
+
+    def order_changes(self, saved: Any, read: fl.order.Read) -> list[str]:
+        return fl.order.order_changes(self.dataset, saved, read)
 
 
 @dataclass(frozen=True)
@@ -41,7 +78,8 @@ class Config:
     seed: int
     wrapper: str  # none, subset, concat, packed
     # sequential, shuffled, distributed, distributed_shuffled, block_shuffled (one rank),
-    # block_shuffled_by_rank (two), mixture_batches (one rank), mixture_batches_by_rank (two)
+    # block_shuffled_by_rank (two), mixture_batches (one rank), mixture_batches_by_rank (two),
+    # clips, clips_by_rank (two), uniform_clips
     sampler: str
     batch_size: int
     workers: int
@@ -69,7 +107,7 @@ class Config:
     @property
     def ranks(self) -> range:
         """The ranks of a distributed order (each reads its own part), else one."""
-        by_rank = ("distributed", "mixture_batches_", "block_shuffled_by_rank")
+        by_rank = ("distributed", "mixture_batches_", "block_shuffled_by_rank", "clips_by_rank")
         return range(2 if self.sampler.startswith(by_rank) else 1)
 
     def loader(self, rank: int = 0) -> fl.DataLoader:
@@ -93,6 +131,16 @@ class Config:
                 mix, self.batch_size, num_replicas=ranks, rank=rank, drop_last=ranks > 1
             )
             return fl.DataLoader(dataset, batch_sampler=batches, **options)
+        if self.sampler.endswith("clips") or self.sampler == "clips_by_rank":
+            clips = ClipView(mix)
+            ranks = len(self.ranks)
+            if self.sampler == "uniform_clips":
+                sampler: Any = UniformClipSampler(clips, clips_per_video=2)
+            else:
+                sampler = ClipSampler(
+                    clips, clips_per_video=3, seed=self.seed, num_replicas=ranks, rank=rank
+                )
+            return fl.DataLoader(clips, self.batch_size, sampler=sampler, **options)
         if self.sampler.startswith("block_shuffled"):
             ranks = len(self.ranks)
             sampler = fl.BlockShuffleSampler(
@@ -151,6 +199,7 @@ def configs(draw: st.DrawFn) -> Config:
     samplers += ["block_shuffled", "block_shuffled_by_rank"]
     if wrapper == "none":
         samplers += ["mixture_batches", "mixture_batches_by_rank"]
+        samplers += ["clips", "clips_by_rank", "uniform_clips"]
     workers = draw(st.sampled_from([0, 2]))
     return Config(
         sizes=sizes,

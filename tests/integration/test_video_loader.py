@@ -116,3 +116,25 @@ def test_skip_errors_drops_the_clips_of_a_changed_video_alone(two_videos, tmp_pa
         videos = [v for batch in iterator for v in batch["video"].tolist()]
     assert videos == [0] * 12
     assert sorted(skip.index for skip in iterator.stats().skipped) == list(range(12, 21))
+
+
+@pytest.mark.parametrize("method", ["thread", "multiprocessing"])
+def test_a_loop_left_early_leaves_nothing_open(two_videos, method) -> None:
+    """Leaving the loop after one batch: the workers stop, no video stays open in this
+    process, and no shared-memory segment is left."""
+    import os
+
+    from flowloader._ipc import shm
+
+    from .test_error_cleanup import left_after
+
+    ds = VideoClips(two_videos, 4, size=(16, 16))
+    before = set(os.listdir("/proc/self/fd"))
+    loader = fl.DataLoader(ds, batch_size=2, num_workers=2, worker_method=method)
+    for batch in loader:
+        assert batch["frames"].shape == (2, 4, 16, 16, 3)
+        break
+    del batch, loader
+    assert left_after(5.0) == ([], [], [])
+    assert set(os.listdir("/proc/self/fd")) <= before
+    assert not shm.list_segments(shm.process_prefix())

@@ -46,6 +46,9 @@ def decode_frames(
     wanted = sorted({int(p) for p in positions})
     needed = {int(t) for t in index.pts[wanted]}
     height, width = size if size is not None else (index.height, index.width)
+    from av.video.reformatter import VideoReformatter
+
+    convert = VideoReformatter()  # one swscale context for every frame, not one each
     out: dict[int, np.ndarray] = {}
     with open_container(path) as container:
         stream = first_stream(container, path, "video")
@@ -66,9 +69,10 @@ def decode_frames(
                     )
                 at = _position_of(index, frame, path)
                 if at == position:
-                    out[position] = frame.to_ndarray(
-                        format="rgb24", width=width, height=height, interpolation="BILINEAR"
+                    rgb = convert.reformat(
+                        frame, format="rgb24", width=width, height=height, interpolation="BILINEAR"
                     )
+                    out[position] = rgb.to_ndarray()
             if position not in out:
                 raise ClipDecodeError(
                     f"{path}: frame {position} (timestamp {int(index.pts[position])}) was not "

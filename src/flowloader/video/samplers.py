@@ -88,9 +88,12 @@ class _PerVideoSampler(fl.DistributedSampler):
 class ClipSampler(_PerVideoSampler):
     """``clips_per_video`` random clips of every video per epoch (distinct where the video
     has as many), in a random order over all videos (``shuffle=False``: video by video); a
-    new draw each epoch (``set_epoch``, or the loader's epoch). With ``num_replicas``/``rank``
-    (found from torch.distributed or torchrun by default) each rank takes every
-    ``num_replicas``-th position."""
+    new draw each epoch (``set_epoch``, or the loader's epoch). ``grouped=True``: the videos
+    in a random order, each video's clips one after another, so a batch holds clips of few
+    videos, decoded together from one container (faster: their decoding is shared; the
+    recipe of a dataset whose item is a video's clips, as torchcodec's samplers are used).
+    With ``num_replicas``/``rank`` (found from torch.distributed or torchrun by default)
+    each rank takes every ``num_replicas``-th position."""
 
     def __init__(
         self,
@@ -99,6 +102,7 @@ class ClipSampler(_PerVideoSampler):
         *,
         seed: int = 0,
         shuffle: bool = True,
+        grouped: bool = False,
         num_replicas: int | None = None,
         rank: int | None = None,
         drop_last: bool = False,
@@ -112,11 +116,27 @@ class ClipSampler(_PerVideoSampler):
             rank=rank,
             drop_last=drop_last,
         )
+        self.grouped = bool(grouped)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "grouped": self.grouped}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if bool(state.get("grouped", False)) != self.grouped:
+            raise ValueError(
+                f"the state is from a ClipSampler with grouped={state.get('grouped', False)}, "
+                f"this one has grouped={self.grouped}: the order would differ"
+            )
+        super().load_state_dict(state)
 
     def clips_at(self, positions: np.ndarray) -> np.ndarray:
         positions = np.asarray(positions, dtype=np.int64)
-        if self.shuffle:
-            key = pass_keys(self.seed, np.array([_ORDER], np.uint64), np.array([self.epoch]))
+        key = pass_keys(self.seed, np.array([_ORDER], np.uint64), np.array([self.epoch]))
+        if self.shuffle and self.grouped:
+            videos = len(self.dataset.clips_per_video)
+            order = permute(positions // self.k, np.array(videos), key)
+            positions = order * self.k + positions % self.k
+        elif self.shuffle:
             positions = permute(positions, np.array(self._size), key)
         video, draw = positions // self.k, positions % self.k
         counts = np.asarray(self.dataset.clips_per_video, dtype=np.int64)[video]

@@ -55,6 +55,26 @@ def test_positions_are_random_access_and_draws_cover_a_video_over_epochs() -> No
     assert len(seen) > 45  # the draws move over the whole video
 
 
+def test_grouped_clips_come_a_video_at_a_time() -> None:
+    """grouped=True: the same draws per video as ungrouped, the videos in a random order,
+    each video's clips one after another; a state refuses a sampler grouped otherwise."""
+    ds = Clips([10, 3, 8, 7, 9])
+    grouped = ClipSampler(ds, clips_per_video=3, seed=5, grouped=True)
+    loose = ClipSampler(ds, clips_per_video=3, seed=5)
+    for epoch in range(3):
+        grouped.set_epoch(epoch)
+        loose.set_epoch(epoch)
+        clips = list(grouped)
+        videos = [ds.video_of(c) for c in clips]
+        runs = [videos[i : i + 3] for i in range(0, 15, 3)]
+        assert all(len(set(run)) == 1 for run in runs)
+        assert sorted(run[0] for run in runs) == [0, 1, 2, 3, 4]
+        assert sorted(clips) == sorted(loose)
+    assert [run[0] for run in runs] != [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="grouped=True, this one has grouped=False"):
+        loose.load_state_dict(grouped.state_dict())
+
+
 def test_unshuffled_goes_video_by_video() -> None:
     ds = Clips([6, 6])
     clips = list(ClipSampler(ds, clips_per_video=2, shuffle=False, seed=0))
