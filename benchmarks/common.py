@@ -65,6 +65,30 @@ def alternate_epochs(
     )
 
 
+def resident_bytes(pid: int) -> int:
+    """A process's resident memory (VmRSS), in bytes."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (a loader's workers)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            if parent == pid:
+                found.append(int(name))
+    return found
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 

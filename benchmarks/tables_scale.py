@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import environment, median, write_json
+from .common import children, environment, median, resident_bytes, write_json
 
 FILES = 100
 ROWS_PER_FILE = 1_000_000
@@ -46,14 +46,6 @@ def open_seconds(folder: str, runs: int = 5) -> list[float]:
     return seconds
 
 
-def resident_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def worker_memory(folder: str, epochs: int) -> tuple[list[list[int]], int]:
     """Each worker's resident bytes after each epoch of a persistent loader, and the
     table's row groups."""
@@ -74,17 +66,8 @@ def worker_memory(folder: str, epochs: int) -> tuple[list[list[int]], int]:
     for _ in range(epochs):
         rows = sum(len(batch["id"]) for batch in loader)
         assert rows == MEMORY_ROWS
-        workers = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == me]
-        per_epoch.append(sorted(resident_bytes(p) for p in workers))
+        per_epoch.append(sorted(resident_bytes(p) for p in children(me)))
     return per_epoch, len(ds.block_sizes())
-
-
-def _parent(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        return -1
 
 
 def run(epochs: int) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import alternate, environment, median, write_json
+from .common import alternate, children, environment, median, resident_bytes, write_json
 
 WIDTH, HEIGHT, FPS, SECONDS = 960, 540, 30, 30
 CLIP_LEN, FRAME_STEP, CLIPS_PER_VIDEO, BATCH, WORKERS = 16, 2, 8, 4, 2
@@ -342,6 +342,24 @@ def open_measures(paths: list[str], folder: str) -> dict[str, Callable[[], float
     return measures
 
 
+def worker_memory(paths: list[str], epochs: int) -> list[list[int]]:
+    """Each worker's resident bytes after each epoch of a persistent loader of random clips
+    at 224x224."""
+    import flowloader as fl
+    from flowloader.video import ClipSampler, VideoClips
+
+    ds = VideoClips(paths, CLIP_LEN, frame_step=FRAME_STEP, size=(224, 224))
+    sampler = ClipSampler(ds, clips_per_video=CLIPS_PER_VIDEO, seed=0)
+    loader = fl.DataLoader(
+        ds, batch_size=BATCH, sampler=sampler, num_workers=WORKERS, persistent_workers=True
+    )
+    per_epoch = []
+    for _ in range(epochs):
+        assert sum(len(batch["frames"]) for batch in loader) == len(sampler)
+        per_epoch.append(sorted(resident_bytes(p) for p in children(os.getpid())))
+    return per_epoch
+
+
 def open_many(folder: str, count: int) -> float:
     """Seconds to open a VideoClips over ``count`` videos whose indexes are cached: copies
     of one short video, each with its index beside it (a stat and a small read each)."""
@@ -368,7 +386,7 @@ def open_many(folder: str, count: int) -> float:
     return seconds
 
 
-def run(videos: int, runs: int, many: int) -> dict[str, Any]:
+def run(videos: int, runs: int, many: int, memory_epochs: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         paths = [os.path.join(folder, f"video{k}.mp4") for k in range(videos)]
         for seed, path in enumerate(paths):
@@ -380,6 +398,7 @@ def run(videos: int, runs: int, many: int) -> dict[str, Any]:
             "per_clip_ms": alternate(runs, per_clip_measures(paths)),
             "open_ms": alternate(runs, open_measures(paths, folder)),
             "open_many": {"videos": many, "seconds": open_many(folder, many)},
+            "worker_rss": worker_memory(paths, memory_epochs),
         }
 
 
@@ -403,6 +422,20 @@ def table(record: dict[str, Any]) -> str:
             lines.append(f"| {name} | {median(values):.1f} | {shown} |")
     many = record["open_many"]
     lines += ["", f"Opening {many['videos']:,} videos with cached indexes: {many['seconds']:.3f} s"]
+    mb = [[b / 1e6 for b in epoch] for epoch in record["worker_rss"]]
+    lines += [
+        "",
+        f"Worker memory over {len(mb)} epochs of random clips at 224x224, {WORKERS} persistent "
+        "worker processes; resident MB of each worker after the epoch:",
+        "",
+        "| epoch | worker RSS (MB) |",
+        "| ---: | --- |",
+    ]
+    for k, epoch in enumerate(mb, start=1):
+        if k in (1, 2, 5, 10, 15, len(mb)):
+            lines.append(f"| {k} | {', '.join(f'{v:.0f}' for v in epoch)} |")
+    growth = max(mb[-1]) - max(mb[1]) if len(mb) > 1 else 0.0
+    lines += ["", f"Growth from epoch 2 to epoch {len(mb)}: {growth:+.1f} MB."]
     return "\n".join(lines)
 
 
@@ -411,10 +444,11 @@ def main() -> None:
     parser.add_argument("--videos", type=int, default=4)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--many", type=int, default=10_000, help="cached videos to open")
+    parser.add_argument("--memory-epochs", type=int, default=20)
     parser.add_argument("--json")
     args = parser.parse_args()
     print(environment())
-    record = run(args.videos, args.runs, args.many)
+    record = run(args.videos, args.runs, args.many, args.memory_epochs)
     print(table(record))
     write_json(args.json, [record])
 
