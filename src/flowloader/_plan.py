@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import multiprocessing
 import multiprocessing.context
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -346,10 +345,3 @@ def resolve(arguments: Mapping[str, Any], defaults: Defaults = NUMPY_DEFAULTS) -
         max_worker_restarts=int(arguments["max_worker_restarts"]),
         ray_options=ray_options,
     )
-
-
-def usable_cpu_count() -> int | None:
-    """CPUs this process may run on (respects cpusets where the platform tells)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count()

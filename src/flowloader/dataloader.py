@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
-from . import _plan, _state, order
+from . import _plan, _state, order, resources
 from ._iter.iterator import DataLoaderIterator
 from ._warn import warn_at_user
 from .dataset import Dataset
@@ -287,8 +287,8 @@ class DataLoader(Generic[T_co]):
         """Warn when more workers are asked for than this process has CPUs (torch's text)."""
         if not self.num_workers:
             return
-        cpus = _plan.usable_cpu_count()
-        if cpus is not None and self.num_workers <= cpus:
+        cpus = resources.usable_cores()
+        if self.num_workers <= cpus:
             return
         if self.worker_method == "ray":
             return  # the actors run on the cluster's CPUs, not this process's
@@ -296,8 +296,6 @@ class DataLoader(Generic[T_co]):
         suggested = (
             f"Our suggested max number of worker in current system is {cpus}, which is smaller "
             "than what this DataLoader is going to create."
-            if cpus is not None
-            else "The number of CPUs this process may use could not be determined."
         )
         warn_at_user(
             f"This DataLoader will create {self.num_workers} worker {kind} in total. "

@@ -63,6 +63,6 @@ def test_a_skipped_sample(workers: int) -> None:
 
 
 def test_too_many_workers(monkeypatch) -> None:
-    monkeypatch.setattr(fl._plan, "usable_cpu_count", lambda: 1)
+    monkeypatch.setattr(fl.resources, "usable_cores", lambda: 1)
     construct = lambda: fl.DataLoader(list(range(4)), num_workers=3)  # noqa: E731
     assert warned_at_its_line(construct, "worker processes in total")

@@ -14,8 +14,8 @@ from typing import Any
 
 import flowloader
 
+from ..resources import usable_cores
 from . import pipelines, sample_data
-from .tokenize_text import available_cores
 
 # Commands that continue where an interrupted run of theirs stopped.
 RESUMABLE = ("make-shards", "make-tokens")
@@ -192,7 +192,7 @@ def _add_make_tokens(commands: Any) -> None:
         metavar="TOKEN",
         help="a token of --tokenizer to append to every document, such as '<|endoftext|>'",
     )
-    cores = available_cores()
+    cores = usable_cores()
     tokens.add_argument(
         "--workers",
         type=_positive(int),

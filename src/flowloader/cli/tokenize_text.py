@@ -30,13 +30,6 @@ IN_FLIGHT_PER_WORKER = 3
 PARENT_POLL_S = 0.2
 
 
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the platform tells)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 class TextTokenizer:
     """A ``tokenizers`` tokenizer file turning a chunk of texts into (lengths, ids), with the
     id of ``eos`` (a token of the tokenizer) after each document when it is given."""

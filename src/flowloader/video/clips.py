@@ -19,6 +19,7 @@ import numpy as np
 
 import flowloader as fl
 
+from ..resources import usable_cores
 from .audio import audio_window, load_or_scan_audio
 from .decode import decode_frames
 from .decode_torchcodec import decode_frames_torchcodec, frame_mappings, torchcodec_available
@@ -192,10 +193,9 @@ class VideoClips(FileSpans):
         among the loader's workers (all of them with no workers)."""
         if self.threads != "auto":
             return int(self.threads)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         info = fl.get_worker_info()
         workers = info.num_workers if info is not None else 1
-        return max(1, (cores or 1) // workers)
+        return max(1, usable_cores() // workers)
 
 
 def _positive(name: str, value: Any) -> None:
