@@ -22,9 +22,10 @@ import numpy as np
 from .index import VideoIndex, first_stream, open_container
 
 # Decoders whose skip_frame = NONREF, set packet by packet, skips exactly the frames nothing
-# refers to (tested: the clips stay bit-identical). libdav1d's AV1 decoder is not among them:
-# it decodes packets some way ahead of what it returns, so a packet's setting lands wrong.
-SKIPS_UNREFERENCED = frozenset({"h264", "vp9"})
+# refers to (tested: the clips stay bit-identical, one thread and frame threads). libdav1d's
+# AV1 decoder is not among them: it decodes packets some way ahead of what it returns, so a
+# packet's setting lands wrong.
+SKIPS_UNREFERENCED = frozenset({"h264", "hevc", "vp9"})
 
 # Seeks to an earlier keyframe before giving up on a seek that lands past the frame wanted.
 _SEEK_RETRIES = 3

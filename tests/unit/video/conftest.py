@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import pathlib
+import shutil
+
 import pytest
 
 from . import media
+
+# HEVC: PyAV's wheel decodes it but has no encoder; this file was made by Debian's FFmpeg 5.1
+# (libx265): ffmpeg -f lavfi -i testsrc2=size=64x48:rate=30 -frames:v 150 -c:v libx265
+# -pix_fmt yuv420p -x265-params keyint=60:min-keyint=60:bframes=3:scenecut=0
+# -preset veryfast -tag:v hvc1 hevc.mp4 (11 kB).
+HEVC = pathlib.Path(__file__).parent / "data" / "hevc.mp4"
 
 
 @pytest.fixture(scope="session")
 def videos(tmp_path_factory) -> dict[str, str]:
     """One file per kind: H.264 in MP4 and MKV, variable frame rate, VP9 in WebM, AV1 in
-    MP4, H.264 with an audio track; 150 frames each, a keyframe every 60."""
+    MP4, HEVC in MP4 (a file of the repository's), H.264 with an audio track; 150 frames
+    each, a keyframe every 60."""
     pytest.importorskip("av")
     folder = tmp_path_factory.mktemp("videos")
     kinds = {
@@ -21,4 +31,6 @@ def videos(tmp_path_factory) -> dict[str, str]:
         "av1.mp4": {"codec": "libsvtav1"},
         "sound.mp4": {"audio": True},
     }
-    return {name: media.encode(str(folder / name), **options) for name, options in kinds.items()}
+    made = {name: media.encode(str(folder / name), **options) for name, options in kinds.items()}
+    made["hevc.mp4"] = shutil.copy(HEVC, folder / "hevc.mp4")  # its index is written beside it
+    return made

@@ -22,7 +22,9 @@ def expected_clip(full: np.ndarray, ds: VideoClips, i: int) -> np.ndarray:
     return full[start : start + ds.span : ds.frame_step]
 
 
-@pytest.mark.parametrize("kind", ["h264.mp4", "h264.mkv", "vfr.mp4", "vp9.webm", "av1.mp4"])
+@pytest.mark.parametrize(
+    "kind", ["h264.mp4", "h264.mkv", "vfr.mp4", "vp9.webm", "av1.mp4", "hevc.mp4"]
+)
 @pytest.mark.parametrize(("size", "threads"), [(None, 1), ((24, 40), 1), (None, 3)])
 def test_every_clip_is_the_sequential_decode(videos, kind, size, threads) -> None:
     """Each clip's frames are bit-identical to those of a full decode of the file at the same
@@ -157,7 +159,7 @@ def test_a_dataset_pickles_without_its_indexes(videos) -> None:
 def test_frames_nothing_refers_to_are_not_decoded(videos) -> None:
     """Reading the whole stream while needing two frames decodes fewer frames than it holds
     (the B-frames nothing refers to are skipped), and still yields the two. (VP9 as libvpx
-    encodes it refers to every frame: nothing to skip there.)"""
+    encodes it, and HEVC as x265 does here, mark every frame referenced: nothing to skip.)"""
     path = videos["h264.mp4"]
     index = load_or_scan(path)
     needed = {int(index.pts[0]), int(index.pts[100])}

@@ -22,7 +22,9 @@ needs_torchcodec = pytest.mark.skipif(
 
 
 @needs_torchcodec
-@pytest.mark.parametrize("kind", ["h264.mp4", "h264.mkv", "vfr.mp4", "vp9.webm", "av1.mp4"])
+@pytest.mark.parametrize(
+    "kind", ["h264.mp4", "h264.mkv", "vfr.mp4", "vp9.webm", "av1.mp4", "hevc.mp4"]
+)
 def test_full_size_frames_are_pyav_sequential_decode(videos, kind) -> None:
     path = videos[kind]
     full = media.decode_all(path)
