@@ -353,3 +353,33 @@ def test_a_parquet_table_gives_the_same_batches_on_actors(cluster, tmp_path) -> 
     assert sorted(i for ids, _, _ in expected for i in ids) == list(range(900))
     got = epoch(num_workers=2, worker_method="ray", ray_options=ON_WORKER_NODES)
     assert got == expected
+
+
+def test_video_clips_give_the_same_batches_on_actors(cluster, tmp_path) -> None:
+    """flowloader.video through Ray actors: random clips (with their audio) are the batches
+    of the in-process loader, frame for frame."""
+    pytest.importorskip("av")
+    from flowloader.video import ClipSampler, VideoClips
+
+    from ..unit.video import media
+
+    paths = [
+        media.encode(str(tmp_path / "a.mp4"), frames=90, audio=True),
+        media.encode(str(tmp_path / "b.mp4"), frames=60, audio=True),
+    ]
+    dataset = VideoClips(paths, 4, frame_step=2, size=(16, 24), audio=True)
+
+    def epoch(**options) -> list:
+        sampler = ClipSampler(dataset, clips_per_video=4, seed=3)
+        got = fl.DataLoader(dataset, batch_size=3, sampler=sampler, **options)
+        return [(b["video"].tolist(), b["frames"], b["audio"]) for b in got]
+
+    expected = epoch()
+    got = epoch(num_workers=2, worker_method="ray", ray_options=ON_WORKER_NODES)
+    assert len(got) == len(expected) == 3
+    for (videos, frames, audio), (want_videos, want_frames, want_audio) in zip(
+        got, expected, strict=True
+    ):
+        assert videos == want_videos
+        assert np.array_equal(frames, want_frames)
+        assert np.array_equal(audio, want_audio)
