@@ -74,6 +74,8 @@ class LoadPlan:
     max_worker_restarts: int = 0
     # worker_method="ray": options for the worker actors (num_cpus, resources, ...).
     ray_options: Mapping[str, Any] | None = None
+    # num_workers="auto": num_workers is where the epoch starts; the tuner changes it.
+    auto_workers: bool = False
 
     @property
     def auto_collation(self) -> bool:
@@ -124,8 +126,12 @@ def _check_workers(
     num_workers: Any, timeout: Any, prefetch_factor: Any, persistent_workers: bool
 ) -> int | None:
     """Validate the worker arguments; return the effective prefetch_factor."""
-    if not _is_int(num_workers):
-        raise TypeError(f"num_workers should be an int, but got num_workers={num_workers!r}")
+    if num_workers == AUTO:
+        num_workers = 1  # the tuner starts workers when they pay: check as for workers
+    elif not _is_int(num_workers):
+        raise TypeError(
+            f"num_workers should be an int or {AUTO!r}, but got num_workers={num_workers!r}"
+        )
     if num_workers < 0:
         raise ValueError(
             "num_workers option should be non-negative; use num_workers=0 to disable "
@@ -152,6 +158,7 @@ def _check_workers(
 
 
 WORKER_METHODS = ("multiprocessing", "thread", "ray")
+AUTO = "auto"  # num_workers="auto": the loader tunes its worker count
 # Options that would let Ray restart actors or re-run tasks itself: the Epoch alone decides
 # what is loaded again (max_worker_restarts), or a batch could come twice.
 RAY_RETRY_OPTIONS = ("max_restarts", "max_task_retries", "max_retries")
@@ -273,16 +280,24 @@ def resolve(arguments: Mapping[str, Any], defaults: Defaults = NUMPY_DEFAULTS) -
         arguments["generator"],
     )
     prefetch_factor = _check_workers(num_workers, timeout, prefetch_factor, persistent_workers)
+    auto_workers = num_workers == AUTO
+    if auto_workers:
+        num_workers = 0
+        if is_iterable(dataset):
+            raise ValueError(
+                f"num_workers={AUTO!r} needs a map-style dataset: a stream is split by the "
+                "number of workers, which the tuner changes mid-epoch; give a number"
+            )
     _output.check_output(output)
     skip_types = check_policy(skip_errors, max_skipped)
     _check_worker_method(
         arguments["worker_method"],
         multiprocessing_context,
         arguments["max_worker_restarts"],
-        num_workers,
+        1 if auto_workers else num_workers,
     )
     ray_options = _check_ray_options(arguments["ray_options"], arguments["worker_method"])
-    context = resolve_context(multiprocessing_context, num_workers)
+    context = resolve_context(multiprocessing_context, 1 if auto_workers else num_workers)
     generator = _seed.resolve_generator(generator)
     if generator is None:
         generator = defaults.generator()
@@ -344,4 +359,5 @@ def resolve(arguments: Mapping[str, Any], defaults: Defaults = NUMPY_DEFAULTS) -
         worker_method=arguments["worker_method"],
         max_worker_restarts=int(arguments["max_worker_restarts"]),
         ray_options=ray_options,
+        auto_workers=auto_workers,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
@@ -26,10 +27,25 @@ _FROZEN_ATTRIBUTES = frozenset(
 _PRIVATE_ATTRIBUTES = {
     "iterable": "_iterable",
     "multiprocessing_context": "_multiprocessing_context",
+    "auto_workers": "_auto_workers",
 }
 _PLAN_ATTRIBUTES = {
     f.name: _PRIVATE_ATTRIBUTES.get(f.name, f.name) for f in dataclasses.fields(_plan.LoadPlan)
 }
+
+
+class _PositionFollower:
+    """Keeps a loader's ``state_dict()`` on its iterator's position when num_workers="auto"
+    moves the epoch onto new workers (a weak reference: the iterator does not keep its
+    loader alive)."""
+
+    def __init__(self, loader: DataLoader[Any]) -> None:
+        self._loader = weakref.ref(loader)
+
+    def __call__(self, position: _state.Position) -> None:
+        loader = self._loader()
+        if loader is not None:
+            loader._last_position = position
 
 
 class DataLoader(Generic[T_co]):
@@ -71,7 +87,8 @@ class DataLoader(Generic[T_co]):
     batch_sampler: Any
     collate_fn: Callable[[Any], Any]
     generator: Any
-    num_workers: int
+    num_workers: int  # or "auto" (then _auto_workers)
+    _auto_workers: bool
     prefetch_factor: int | None
     persistent_workers: bool
     timeout: float
@@ -94,7 +111,7 @@ class DataLoader(Generic[T_co]):
         shuffle: bool | None = None,
         sampler: Iterable[Any] | None = None,
         batch_sampler: Iterable[list[Any]] | None = None,
-        num_workers: int = 0,
+        num_workers: int | str = 0,
         collate_fn: Callable[[Any], Any] | None = None,
         pin_memory: bool = False,
         drop_last: bool = False,
@@ -119,6 +136,8 @@ class DataLoader(Generic[T_co]):
         plan = _plan.resolve(arguments, self._defaults(output))
         for field, attribute in _PLAN_ATTRIBUTES.items():
             object.__setattr__(self, attribute, getattr(plan, field))
+        if plan.auto_workers:
+            object.__setattr__(self, "num_workers", _plan.AUTO)
         self._IterableDataset_len_called: int | None = None
         self._iterator: Any = None
         self._epochs_started = 0
@@ -147,7 +166,8 @@ class DataLoader(Generic[T_co]):
 
     @multiprocessing_context.setter
     def multiprocessing_context(self, context: Any) -> None:
-        self._multiprocessing_context = _plan.resolve_context(context, self.num_workers)
+        workers = 1 if self._auto_workers else self.num_workers
+        self._multiprocessing_context = _plan.resolve_context(context, workers)
 
     @property
     def _auto_collation(self) -> bool:
@@ -160,6 +180,8 @@ class DataLoader(Generic[T_co]):
     def _plan_snapshot(self) -> _plan.LoadPlan:
         """The loader's current settings, frozen for one iterator."""
         values = {field: getattr(self, attribute) for field, attribute in _PLAN_ATTRIBUTES.items()}
+        if values["auto_workers"]:
+            values["num_workers"] = 0  # where each epoch starts: the tuner goes from there
         return _plan.LoadPlan(**values)
 
     def _next_epoch(self) -> tuple[int, dict[str, Any] | None]:
@@ -200,6 +222,8 @@ class DataLoader(Generic[T_co]):
             self.check_worker_number_rationality()
         iterator = DataLoaderIterator(plan, hint, epoch, resume)
         self._last_position = iterator.position
+        if plan.auto_workers:  # a change of workers moves the epoch to a new position
+            iterator.on_position = _PositionFollower(self)
         return iterator
 
     def __iter__(self) -> DataLoaderIterator:
@@ -208,7 +232,7 @@ class DataLoader(Generic[T_co]):
         if not self._ranks_checked:
             self._ranks_checked = True
             self._warn_if_every_rank_loads_everything()
-        if not (self.persistent_workers and self.num_workers > 0):
+        if not (self.persistent_workers and (self._auto_workers or self.num_workers > 0)):
             return self._get_iterator()
         if self._iterator is None or self._iterator.closed:
             self._iterator = self._get_iterator()
@@ -285,7 +309,7 @@ class DataLoader(Generic[T_co]):
 
     def check_worker_number_rationality(self) -> None:
         """Warn when more workers are asked for than this process has CPUs (torch's text)."""
-        if not self.num_workers:
+        if not self.num_workers or self._auto_workers:
             return
         cpus = resources.usable_cores()
         if self.num_workers <= cpus:

@@ -16,6 +16,7 @@ import contextvars
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["STAGES", "LoaderStats", "enabled", "stage"]
 
@@ -146,6 +147,8 @@ class LoaderStats:
     # without the GIL (free-threaded CPython), where thread workers use every core.
     worker_method: str = ""
     free_threaded: bool = field(default_factory=gil_disabled)
+    # num_workers="auto": each decision of the tuner (at_s, num_workers, reason, measured).
+    tuning: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def mean_in_flight(self) -> float:
@@ -229,4 +232,5 @@ class LoaderStats:
             "sources": dict(self.sources) if self.sources is not None else None,
             "worker_method": self.worker_method,
             "free_threaded": self.free_threaded,
+            "tuning": [dict(change) for change in self.tuning],
         }

@@ -9,13 +9,15 @@ ends or breaks. See docs/design/epoch.md.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import time
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .. import _output, stats
+from .. import _output, resources, stats
 from .._plan import LoadPlan
 from .._warn import warn_at_user
 from .epoch import Epoch
@@ -25,8 +27,11 @@ from .pinning import PinStage
 from .processes import ProcessTransport
 from .threads import ThreadTransport
 from .transport import Transport
+from .tuning import WorkerTuner
 
 __all__ = ["DataLoaderIterator"]
+
+logger = logging.getLogger("flowloader")
 
 _NOT_READY = object()
 
@@ -78,16 +83,36 @@ class DataLoaderIterator:
             )
         self._worker_cpu: dict[int, float] = {}
         self._pin_stage: PinStage | None = None
+        self._make_transport = make_transport
+        self._length_hint = length_hint
+        # num_workers="auto": the tuner, the stats of this epoch's parts before each change
+        # of workers, and when the last batch was handed out (the loop's step starts there).
+        self._tuner = WorkerTuner(resources.usable_cores()) if plan.auto_workers else None
+        self._stats_before: list[stats.LoaderStats] = []
+        self._handed_at: tuple[float, float] | None = None
+        self._retune_to: int | None = None  # a change the tuner asked for, made after a batch
+        self.on_position: Callable[[Any], None] | None = None  # told when a retune moves it
         self._epoch = self._new_epoch(plan, length_hint, epoch, resume)
-        self._transport = make_transport(plan, self._epoch.base_seed)
+        self._start_transport(plan)
+        pinned = _output.pins(plan.output, plan.pin_memory)
+        self._convert = _output.converter(plan.output, pinned)
+        self._pins = pinned
+        self._add_pin_stage(plan)
+        self._begin()
+
+    def _start_transport(self, plan: LoadPlan) -> None:
+        self._transport = self._make_transport(plan, self._epoch.base_seed)
         self._finalizer = weakref.finalize(
             self, _shutdown_in_owner, os.getpid(), self._transport.shutdown
         )
-        pinned = _output.pins(plan.output, plan.pin_memory)
-        self._convert = _output.converter(plan.output, pinned)
-        if self._convert is not None and pinned and plan.num_workers > 0:
-            self._pin_stage = PinStage(self._convert)  # in-process loading pins in line
-        self._begin()
+
+    def _add_pin_stage(self, plan: LoadPlan) -> None:
+        """Pinning runs in a background thread with workers (in-process loading pins in
+        line)."""
+        wanted = self._convert is not None and self._pins and plan.num_workers > 0
+        if wanted and self._pin_stage is None:
+            assert self._convert is not None
+            self._pin_stage = PinStage(self._convert)
 
     def _new_epoch(
         self, plan: LoadPlan, length_hint: int | None, number: int, resume: dict[str, Any] | None
@@ -145,9 +170,18 @@ class DataLoaderIterator:
         return self._epoch.position.state()
 
     def stats(self) -> stats.LoaderStats:
-        """Where the time went since this epoch started (see :mod:`flowloader.stats`)."""
+        """Where the time went since this epoch started (see :mod:`flowloader.stats`); with
+        num_workers="auto", over every worker count it ran with, and ``tuning`` says what
+        the tuner decided and why."""
         self._epoch.absorb_stages(self._transport.stage_readings())
-        return self._epoch.stats_snapshot()
+        now = self._epoch.stats_snapshot()
+        if self._tuner is None:
+            return now
+        total = stats.LoaderStats.merged([*self._stats_before, now])
+        total.num_workers, total.worker_method = now.num_workers, now.worker_method
+        total.sources = now.sources
+        total.tuning = self._tuner.as_records()
+        return total
 
     def reset(
         self,
@@ -158,6 +192,11 @@ class DataLoaderIterator:
     ) -> None:
         """Start the next epoch on the same (persistent) workers."""
         self._epoch.discard()
+        self._stats_before.clear()
+        self._handed_at = None
+        if self._tuner is not None:  # the tuned count carries over to the next epoch
+            plan = dataclasses.replace(plan, num_workers=self._plan.num_workers)
+        self._length_hint = length_hint
         self._epoch = self._new_epoch(plan, length_hint, epoch, resume)
         self._transport.new_epoch()
         self._begin()
@@ -186,16 +225,58 @@ class DataLoaderIterator:
             epoch.skip_batches -= 1
             self._guarded_next()
         produce = self._guarded_next if self._pin_stage is None else self._next_pinned
-        if not stats.enabled:
+        if not stats.enabled and self._tuner is None:
             data = produce()
         else:
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.thread_time()
             data = produce()
-            epoch.count_batch(time.perf_counter() - started)
+            waited = time.perf_counter() - started
+            epoch.count_batch(waited)
+            if self._tuner is not None:
+                self._observe(waited, started, started_cpu)
         epoch.delivered()
+        if self._tuner is not None:
+            if self._retune_to is not None:
+                workers, self._retune_to = self._retune_to, None
+                self._retune(workers)
+            self._handed_at = (time.perf_counter(), time.thread_time())
         if self._pin_stage is not None or self._convert is None:
             return data
         return self._convert(data)
+
+    # -- num_workers="auto" ----------------------------------------------------------------
+
+    def _observe(self, waited: float, called: float, called_cpu: float) -> None:
+        """Tell the tuner about this batch (the loop's step since the last one, and the wait
+        for this one); change the workers, after this batch is counted, when it says so."""
+        assert self._tuner is not None
+        if self._handed_at is None:  # the first batch: no step yet, and start-up in the wait
+            return
+        step = called - self._handed_at[0]
+        step_cpu = called_cpu - self._handed_at[1]
+        self._retune_to = self._tuner.observe(waited, step, step_cpu)
+
+    def _retune(self, workers: int) -> None:
+        """Go on with this epoch on ``workers`` workers from the batch it has reached, as a
+        resume from its state would: the batches not yet handed out are loaded again by the
+        new workers, so none is lost, repeated or moved."""
+        change = self._tuner.changes[-1] if self._tuner is not None else None
+        if change is not None:
+            logger.debug("num_workers='auto': %d workers: %s", workers, change.reason)
+        state = self._epoch.position.state()
+        self._epoch.absorb_stages(self._transport.stage_readings())
+        self._stats_before.append(self._epoch.stats_snapshot())
+        self._epoch.discard()
+        if self._pin_stage is not None:
+            self._pin_stage.clear()
+        self._finalizer()  # the old workers stop
+        plan = dataclasses.replace(self._plan, num_workers=workers)
+        self._epoch = self._new_epoch(plan, self._length_hint, self._epoch.number, state)
+        self._start_transport(plan)
+        self._add_pin_stage(plan)
+        self._begin()
+        if self.on_position is not None:
+            self.on_position(self._epoch.position)
 
     def _guarded_next(self) -> Any:
         try:

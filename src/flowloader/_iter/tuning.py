@@ -1,0 +1,175 @@
+"""num_workers="auto": how many workers, decided from what the loop and the loader do.
+
+The tuner sees, per batch handed out, how long the loop waited in ``next()`` and how long
+its own step took (from one ``next()`` returning to the next call) with the main thread's
+CPU time in that step. It decides nothing itself about batches: a change of workers is made
+by the iterator at a batch boundary, through the resume path, so batches and order stay
+those of any worker count (docs/design/autotune.md).
+
+- First, a probe: the epoch starts in this process, where the wait is the loading itself.
+  Loading that costs less than ``IN_PROCESS_FRACTION`` of the step, or under
+  ``IN_PROCESS_BELOW_S`` a batch, stays in process (a worker's hand-over would cost more
+  than it hides). Otherwise enough workers to load a batch per step, with a margin.
+- Then windows of batches: the loop waiting more than ``WAIT_GROW`` of the time, with a
+  core to spare, adds a worker; waiting under ``WAIT_SHRINK`` for two windows removes one,
+  giving its core back to the loop, but never below a count at which the loop was seen
+  waiting.
+- Cores to spare: the usable cores less what the loop's own step uses of one (its CPU time
+  over its wall time), so a loop that computes keeps its core.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+PROBE_MIN_BATCHES = 4
+PROBE_MAX_BATCHES = 16
+PROBE_MIN_S = 0.2
+IN_PROCESS_FRACTION = 0.05
+IN_PROCESS_BELOW_S = 0.001
+KEEP_UP_MARGIN = 1.25
+WINDOW_MIN_BATCHES = 8
+WINDOW_MIN_S = 1.0
+WAIT_GROW = 0.10
+WAIT_SHRINK = 0.01
+STEP_NOISE_S = 0.001
+
+
+@dataclass(frozen=True)
+class Change:
+    """One decision: when (seconds since the tuner started), the new worker count, why, and
+    what was measured."""
+
+    at_s: float
+    num_workers: int
+    reason: str
+    measured: dict[str, float]
+
+
+@dataclass
+class _Window:
+    batches: int = 0
+    wait_s: float = 0.0
+    step_s: float = 0.0
+    step_cpu_s: float = 0.0
+
+    def add(self, wait_s: float, step_s: float, step_cpu_s: float) -> None:
+        self.batches += 1
+        self.wait_s += wait_s
+        self.step_s += step_s
+        self.step_cpu_s += step_cpu_s
+
+    @property
+    def loop_core_use(self) -> float:
+        """The share of a core the loop's step uses (its thread's CPU time over the step's
+        wall time); 0 for steps under ``STEP_NOISE_S``, where the clocks' grain decides."""
+        if self.step_s < STEP_NOISE_S * max(self.batches, 1):
+            return 0.0
+        return min(self.step_cpu_s / self.step_s, 1.0)
+
+    @property
+    def wall_s(self) -> float:
+        return self.wait_s + self.step_s
+
+    def measured(self) -> dict[str, float]:
+        n = max(self.batches, 1)
+        return {
+            "batches": float(self.batches),
+            "wait_ms_per_batch": 1000 * self.wait_s / n,
+            "step_ms_per_batch": 1000 * self.step_s / n,
+            "wait_fraction": self.wait_s / self.wall_s if self.wall_s > 0 else 0.0,
+            "loop_core_use": self.loop_core_use,
+        }
+
+
+@dataclass
+class WorkerTuner:
+    """Decides the worker count of a num_workers="auto" loader, batch by batch."""
+
+    cores: int
+    num_workers: int = 0
+    changes: list[Change] = field(default_factory=list)
+    _window: _Window = field(default_factory=_Window)
+    _quiet_windows: int = 0
+    _floor: int = 0  # the loop waited at this count: never shrink to it again
+    _started: float = field(default_factory=time.perf_counter)
+
+    def observe(self, wait_s: float, step_s: float, step_cpu_s: float) -> int | None:
+        """One batch handed out: the loop waited ``wait_s`` for it and spent ``step_s`` (with
+        ``step_cpu_s`` of its thread's CPU) since the batch before. The new worker count when
+        it should change now, else None."""
+        self._window.add(wait_s, step_s, step_cpu_s)
+        window = self._window
+        if self.num_workers == 0 and not self.changes:
+            enough = window.batches >= PROBE_MIN_BATCHES and window.wall_s >= PROBE_MIN_S
+            if not enough and window.batches < PROBE_MAX_BATCHES:
+                return None
+            return self._decide(self._after_probe(window), window)
+        if window.batches < WINDOW_MIN_BATCHES or window.wall_s < WINDOW_MIN_S:
+            return None
+        return self._decide(self._after_window(window), window)
+
+    def spare_cores(self, window: _Window) -> int:
+        """Workers the machine holds beside the loop: the cores less the loop's own use."""
+        return max(1, math.floor(self.cores - window.loop_core_use + 0.5))
+
+    def _after_probe(self, window: _Window) -> tuple[int, str]:
+        load = window.wait_s / window.batches  # in process, the wait is the loading
+        step = window.step_s / window.batches
+        if load < IN_PROCESS_BELOW_S or load < IN_PROCESS_FRACTION * step:
+            return 0, (
+                f"loading takes {1000 * load:.2f} ms a batch against a {1000 * step:.2f} ms "
+                "step: in this process"
+            )
+        wanted = math.ceil(KEEP_UP_MARGIN * load / max(step, 1e-6))
+        spare = self.spare_cores(window)
+        keep_up = f"{wanted} keep up" if wanted <= spare else "more than fit keep up"
+        return min(wanted, spare), (
+            f"loading takes {1000 * load:.1f} ms a batch against a {1000 * step:.1f} ms step: "
+            f"{keep_up}, {spare} fit beside the loop"
+        )
+
+    def _after_window(self, window: _Window) -> tuple[int, str]:
+        waited = window.measured()["wait_fraction"]
+        spare = self.spare_cores(window)
+        if waited > WAIT_GROW:
+            self._quiet_windows = 0
+            self._floor = max(self._floor, self.num_workers)
+            if self.num_workers < spare:
+                return self.num_workers + 1, (
+                    f"the loop waited {100 * waited:.0f}% of the time with a core to spare"
+                )
+            return self.num_workers, ""
+        if waited < WAIT_SHRINK:
+            self._quiet_windows += 1
+            if self._quiet_windows >= 2 and self.num_workers - 1 > self._floor:
+                self._quiet_windows = 0
+                return self.num_workers - 1, (
+                    f"the loop waited {100 * waited:.1f}% of the time for two windows: a core "
+                    "goes back to it"
+                )
+        else:
+            self._quiet_windows = 0
+        if self.num_workers > spare:
+            return spare, f"the loop now uses more of a core: {spare} workers fit beside it"
+        return self.num_workers, ""
+
+    def _decide(self, decision: tuple[int, str], window: _Window) -> int | None:
+        """Record the probe's decision and every change; the new count when it changed."""
+        workers, reason = decision
+        probe = not self.changes
+        self._window = _Window()
+        if workers == self.num_workers and not probe:
+            return None
+        changed = workers != self.num_workers
+        self.num_workers = workers
+        at = time.perf_counter() - self._started
+        self.changes.append(Change(at, workers, reason, window.measured()))
+        return workers if changed else None
+
+    def as_records(self) -> list[dict[str, Any]]:
+        """The changes as plain dicts (for stats().tuning)."""
+        return [vars(change).copy() for change in self.changes]

@@ -1,0 +1,148 @@
+"""num_workers="auto" end to end: workers added and removed mid-epoch (processes and threads,
+with tasks in flight) never change a batch; a state saved after a change resumes exactly;
+the real tuner stays in process for cheap loading and starts workers for heavy loading."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+import flowloader as fl
+from flowloader._iter import iterator as iterator_module
+from flowloader._iter.tuning import Change
+
+
+class Slowish(fl.Dataset):
+    """Item i: its number and a draw from its own generator (the same on any worker), after
+    ``delay_s`` of sleep."""
+
+    def __init__(self, n: int = 120, delay_s: float = 0.002) -> None:
+        self.n, self.delay_s = n, delay_s
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        time.sleep(self.delay_s)
+        return np.array([i, fl.sample_rng().integers(0, 1000)])
+
+
+class Scripted:
+    """A tuner that changes the workers after the batches its script names."""
+
+    def __init__(self, script: dict[int, int]) -> None:
+        self.script, self.seen, self.changes = script, 0, []
+        self.num_workers = 0
+
+    def __call__(self, cores: int) -> Scripted:
+        return self
+
+    def observe(self, wait_s: float, step_s: float, step_cpu_s: float) -> int | None:
+        self.seen += 1
+        workers = self.script.get(self.seen)
+        if workers is not None:
+            self.changes.append(Change(0.0, workers, f"scripted at {self.seen}", {}))
+            self.num_workers = workers
+        return workers
+
+    def as_records(self) -> list[dict]:
+        return [vars(c) for c in self.changes]
+
+
+def reference(ds: fl.Dataset, **options) -> list[list[int]]:
+    return [b.tolist() for b in fl.DataLoader(ds, batch_size=4, **options)]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("method", ["multiprocessing", "thread"])
+def test_changes_mid_epoch_keep_every_batch(monkeypatch, method) -> None:
+    """In process, then 2, 3, 1, 0 and 2 workers within one epoch, shuffled, each change while
+    the workers have batches in flight: the batches are num_workers=0's."""
+    ds = Slowish()
+    expected = reference(ds, shuffle=True, generator=3)
+    tuner = Scripted({3: 2, 8: 3, 12: 1, 17: 0, 21: 2})
+    monkeypatch.setattr(iterator_module, "WorkerTuner", tuner)
+    loader = fl.DataLoader(
+        ds, batch_size=4, shuffle=True, generator=3, num_workers="auto", worker_method=method
+    )
+    iterator = iter(loader)
+    workers_seen = []
+    got = []
+    for batch in iterator:
+        got.append(batch.tolist())
+        workers_seen.append(iterator.stats().num_workers)
+    assert got == expected
+    assert {0, 1, 2, 3} <= set(workers_seen)
+    stats = iterator.stats()
+    assert stats.batches == len(expected)
+    assert [c["num_workers"] for c in stats.tuning] == [2, 3, 1, 0, 2]
+
+
+@pytest.mark.timeout(120)
+def test_a_state_saved_after_a_change_resumes_exactly(monkeypatch) -> None:
+    ds = Slowish(n=80)
+    expected = reference(ds, shuffle=True, generator=5)
+    monkeypatch.setattr(iterator_module, "WorkerTuner", Scripted({2: 2, 6: 1}))
+    loader = fl.DataLoader(ds, batch_size=4, shuffle=True, generator=5, num_workers="auto")
+    got = []
+    for batch in loader:
+        got.append(batch.tolist())
+        if len(got) == 9:  # after both changes
+            break
+    state = json.loads(json.dumps(loader.state_dict()))
+    assert state["batches_yielded"] == 9
+    for workers in (0, 2):
+        again = fl.DataLoader(ds, batch_size=4, shuffle=True, generator=5, num_workers=workers)
+        again.load_state_dict(state)
+        assert got + [b.tolist() for b in again] == expected
+
+
+@pytest.mark.timeout(120)
+def test_persistent_workers_keep_the_tuned_count_across_epochs(monkeypatch) -> None:
+    ds = Slowish(n=40)
+    plain = fl.DataLoader(ds, batch_size=4, shuffle=True, generator=1)
+    expected = [[b.tolist() for b in plain] for _ in range(2)]
+    monkeypatch.setattr(iterator_module, "WorkerTuner", Scripted({2: 2}))
+    loader = fl.DataLoader(
+        ds, batch_size=4, shuffle=True, generator=1, num_workers="auto", persistent_workers=True
+    )
+    first = [b.tolist() for b in loader]
+    iterator = loader._iterator
+    second = [b.tolist() for b in loader]
+    assert loader._iterator is iterator
+    assert iterator.stats().num_workers == 2  # the second epoch began on 2 workers
+    assert [first, second] == expected
+
+
+@pytest.mark.timeout(120)
+def test_the_tuner_stays_in_process_for_cheap_loading_and_starts_workers_for_heavy() -> None:
+    cheap = fl.DataLoader(np.arange(4000), batch_size=8, num_workers="auto")
+    iterator = iter(cheap)
+    assert [int(b[0]) for b in iterator] == list(range(0, 4000, 8))
+    tuning = iterator.stats().tuning
+    assert tuning[0]["num_workers"] == 0
+    assert "in this process" in tuning[0]["reason"]
+
+    heavy = Slowish(n=200, delay_s=0.004)
+    loader = fl.DataLoader(heavy, batch_size=4, num_workers="auto")
+    iterator = iter(loader)
+    got = [b[:, 0].tolist() for b in iterator]
+    assert got == [list(range(i, i + 4)) for i in range(0, 200, 4)]
+    tuning = iterator.stats().tuning
+    assert tuning[0]["num_workers"] >= 1
+    assert "keep up" in tuning[0]["reason"]
+
+
+def test_auto_is_refused_where_it_cannot_work() -> None:
+    class Stream(fl.IterableDataset):
+        def __iter__(self):
+            return iter(range(10))
+
+    with pytest.raises(ValueError, match="num_workers='auto' needs a map-style dataset"):
+        fl.DataLoader(Stream(), num_workers="auto")
+    with pytest.raises(TypeError, match="num_workers should be an int or 'auto'"):
+        fl.DataLoader(np.arange(4), num_workers="many")
+    assert fl.DataLoader(np.arange(4), num_workers="auto").num_workers == "auto"
