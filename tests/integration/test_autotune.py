@@ -133,7 +133,7 @@ def test_the_tuner_stays_in_process_for_cheap_loading_and_starts_workers_for_hea
     assert got == [list(range(i, i + 4)) for i in range(0, 200, 4)]
     tuning = iterator.stats().tuning
     assert tuning[0]["num_workers"] >= 1
-    assert "keep up" in tuning[0]["reason"]
+    assert "workers give" in tuning[0]["reason"]
 
 
 def test_auto_is_refused_where_it_cannot_work() -> None:

@@ -9,28 +9,28 @@ those of any worker count (docs/design/autotune.md).
 - First, a probe: the epoch starts in this process, where the wait is the loading itself.
   Loading that costs less than ``IN_PROCESS_FRACTION`` of the step, or under
   ``IN_PROCESS_BELOW_S`` a batch, stays in process (a worker's hand-over would cost more
-  than it hides). Otherwise enough workers to load a batch per step, with a margin.
-- Then windows of batches: the loop waiting more than ``WAIT_GROW`` of the time, with a
-  core to spare, adds a worker; waiting under ``WAIT_SHRINK`` for two windows removes one,
+  than it hides). Otherwise the fewest workers whose predicted step rate is within
+  ``GOOD_ENOUGH`` of the best: n workers load n batches per load time, the loop takes one
+  per step, and the cores run at most one batch's loading plus the loop's own CPU time per
+  batch each, so a loop that computes keeps the CPU it needs.
+- Then windows of batches: the loop waiting more than ``WAIT_GROW`` of the time adds a
+  worker, up to the usable cores; waiting under ``WAIT_SHRINK`` for two windows removes one,
   giving its core back to the loop, but never below a count at which the loop was seen
   waiting.
-- Cores to spare: the usable cores less what the loop's own step uses of one (its CPU time
-  over its wall time), so a loop that computes keeps its core.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-PROBE_MIN_BATCHES = 4
+PROBE_MIN_BATCHES = 2
 PROBE_MAX_BATCHES = 16
-PROBE_MIN_S = 0.2
+PROBE_MIN_S = 0.05
 IN_PROCESS_FRACTION = 0.05
 IN_PROCESS_BELOW_S = 0.001
-KEEP_UP_MARGIN = 1.25
+GOOD_ENOUGH = 0.95  # the fewest workers within this of the best predicted rate
 WINDOW_MIN_BATCHES = 8
 WINDOW_MIN_S = 1.0
 WAIT_GROW = 0.10
@@ -112,36 +112,35 @@ class WorkerTuner:
             return None
         return self._decide(self._after_window(window), window)
 
-    def spare_cores(self, window: _Window) -> int:
-        """Workers the machine holds beside the loop: the cores less the loop's own use."""
-        return max(1, math.floor(self.cores - window.loop_core_use + 0.5))
-
     def _after_probe(self, window: _Window) -> tuple[int, str]:
         load = window.wait_s / window.batches  # in process, the wait is the loading
         step = window.step_s / window.batches
+        loop_cpu = window.loop_core_use * step
         if load < IN_PROCESS_BELOW_S or load < IN_PROCESS_FRACTION * step:
             return 0, (
                 f"loading takes {1000 * load:.2f} ms a batch against a {1000 * step:.2f} ms "
                 "step: in this process"
             )
-        wanted = math.ceil(KEEP_UP_MARGIN * load / max(step, 1e-6))
-        spare = self.spare_cores(window)
-        keep_up = f"{wanted} keep up" if wanted <= spare else "more than fit keep up"
-        return min(wanted, spare), (
-            f"loading takes {1000 * load:.1f} ms a batch against a {1000 * step:.1f} ms step: "
-            f"{keep_up}, {spare} fit beside the loop"
+
+        def rate(workers: int) -> float:
+            """Batches/s: the workers' pace, the loop's, and what the cores can run."""
+            return min(workers / load, 1 / max(step, 1e-9), self.cores / (load + loop_cpu))
+
+        best = max(rate(n) for n in range(1, self.cores + 1))
+        workers = min(n for n in range(1, self.cores + 1) if rate(n) >= GOOD_ENOUGH * best)
+        return workers, (
+            f"loading takes {1000 * load:.1f} ms a batch, the loop's step {1000 * step:.1f} ms "
+            f"({1000 * loop_cpu:.1f} ms of CPU): {workers} workers give {rate(workers):.1f} "
+            f"batches/s on {self.cores} cores"
         )
 
     def _after_window(self, window: _Window) -> tuple[int, str]:
         waited = window.measured()["wait_fraction"]
-        spare = self.spare_cores(window)
         if waited > WAIT_GROW:
             self._quiet_windows = 0
             self._floor = max(self._floor, self.num_workers)
-            if self.num_workers < spare:
-                return self.num_workers + 1, (
-                    f"the loop waited {100 * waited:.0f}% of the time with a core to spare"
-                )
+            if self.num_workers < self.cores:
+                return self.num_workers + 1, f"the loop waited {100 * waited:.0f}% of the time"
             return self.num_workers, ""
         if waited < WAIT_SHRINK:
             self._quiet_windows += 1
@@ -153,8 +152,6 @@ class WorkerTuner:
                 )
         else:
             self._quiet_windows = 0
-        if self.num_workers > spare:
-            return spare, f"the loop now uses more of a core: {spare} workers fit beside it"
         return self.num_workers, ""
 
     def _decide(self, decision: tuple[int, str], window: _Window) -> int | None:
