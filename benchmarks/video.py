@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .common import alternate, children, environment, median, resident_bytes, write_json
+from .worker_memory import pss_bytes
 
 WIDTH, HEIGHT, FPS, SECONDS = 960, 540, 30, 30
 CLIP_LEN, FRAME_STEP, CLIPS_PER_VIDEO, BATCH, WORKERS = 16, 2, 8, 4, 2
@@ -342,13 +343,13 @@ def open_measures(paths: list[str], folder: str) -> dict[str, Callable[[], float
     return measures
 
 
-def worker_memory(paths: list[str], epochs: int) -> list[list[int]]:
-    """Each worker's resident bytes after each epoch of a persistent loader of random clips
-    at 224x224."""
+def worker_memory(paths: list[str], epochs: int) -> list[list[tuple[int, int]]]:
+    """Each worker's (resident, proportional) bytes after each epoch of a persistent loader
+    of random full-size clips (batches of 4 x 16 frames of 960x540)."""
     import flowloader as fl
     from flowloader.video import ClipSampler, VideoClips
 
-    ds = VideoClips(paths, CLIP_LEN, frame_step=FRAME_STEP, size=(224, 224))
+    ds = VideoClips(paths, CLIP_LEN, frame_step=FRAME_STEP)
     sampler = ClipSampler(ds, clips_per_video=CLIPS_PER_VIDEO, seed=0)
     loader = fl.DataLoader(
         ds, batch_size=BATCH, sampler=sampler, num_workers=WORKERS, persistent_workers=True
@@ -356,7 +357,8 @@ def worker_memory(paths: list[str], epochs: int) -> list[list[int]]:
     per_epoch = []
     for _ in range(epochs):
         assert sum(len(batch["frames"]) for batch in loader) == len(sampler)
-        per_epoch.append(sorted(resident_bytes(p) for p in children(os.getpid())))
+        workers = children(os.getpid())
+        per_epoch.append(sorted((resident_bytes(p), pss_bytes(p)) for p in workers))
     return per_epoch
 
 
@@ -422,20 +424,24 @@ def table(record: dict[str, Any]) -> str:
             lines.append(f"| {name} | {median(values):.1f} | {shown} |")
     many = record["open_many"]
     lines += ["", f"Opening {many['videos']:,} videos with cached indexes: {many['seconds']:.3f} s"]
-    mb = [[b / 1e6 for b in epoch] for epoch in record["worker_rss"]]
+    epochs = record["worker_rss"]
     lines += [
         "",
-        f"Worker memory over {len(mb)} epochs of random clips at 224x224, {WORKERS} persistent "
-        "worker processes; resident MB of each worker after the epoch:",
+        f"Worker memory over {len(epochs)} epochs of random full-size clips, {WORKERS} "
+        "persistent worker processes; MB of each worker after the epoch, resident (pages "
+        "shared with the parent included) and PSS (shared pages split among their users):",
         "",
-        "| epoch | worker RSS (MB) |",
-        "| ---: | --- |",
+        "| epoch | worker RSS (MB) | worker PSS (MB) |",
+        "| ---: | --- | --- |",
     ]
-    for k, epoch in enumerate(mb, start=1):
-        if k in (1, 2, 5, 10, 15, len(mb)):
-            lines.append(f"| {k} | {', '.join(f'{v:.0f}' for v in epoch)} |")
+    for k, epoch in enumerate(epochs, start=1):
+        if k in (1, 2, 5, 10, 15, len(epochs)):
+            rss = ", ".join(f"{r / 1e6:.0f}" for r, _ in epoch)
+            pss = ", ".join(f"{p / 1e6:.0f}" for _, p in epoch)
+            lines.append(f"| {k} | {rss} | {pss} |")
+    mb = [[p / 1e6 for _, p in epoch] for epoch in epochs]
     growth = max(mb[-1]) - max(mb[1]) if len(mb) > 1 else 0.0
-    lines += ["", f"Growth from epoch 2 to epoch {len(mb)}: {growth:+.1f} MB."]
+    lines += ["", f"PSS growth from epoch 2 to epoch {len(mb)}: {growth:+.1f} MB."]
     return "\n".join(lines)
 
 

@@ -146,3 +146,54 @@ def test_auto_is_refused_where_it_cannot_work() -> None:
     with pytest.raises(TypeError, match="num_workers should be an int or 'auto'"):
         fl.DataLoader(np.arange(4), num_workers="many")
     assert fl.DataLoader(np.arange(4), num_workers="auto").num_workers == "auto"
+
+
+class RandomTuner(Scripted):
+    """A tuner that changes to a random count (0-3) after random batches."""
+
+    def __init__(self, seed: int) -> None:
+        draw = np.random.default_rng(seed)
+        super().__init__({int(k): int(draw.integers(0, 4)) for k in draw.integers(1, 30, 4)})
+
+
+def resume_points_while_tuning(monkeypatch, count: int) -> None:
+    """``count`` random cuts of two epochs read by an "auto" loader whose tuner changes the
+    workers at random batches (processes one time in five, else threads); resumed on a
+    random fixed count or on "auto" again: the batches are those of one num_workers=0 run,
+    every sample once per epoch."""
+    ds = Slowish(n=60, delay_s=0.0005)
+    plain = fl.DataLoader(ds, batch_size=4, shuffle=True, generator=9)
+    full = [b.tolist() for _ in range(2) for b in plain]
+    draw = np.random.default_rng(20261204)
+    for point in range(count):
+        monkeypatch.setattr(iterator_module, "WorkerTuner", RandomTuner(point))
+        method = "multiprocessing" if point % 5 == 0 else "thread"
+        first = fl.DataLoader(
+            ds, batch_size=4, shuffle=True, generator=9, num_workers="auto", worker_method=method
+        )
+        cut = int(draw.integers(1, len(full)))
+        got: list = []
+        while len(got) < cut:
+            for batch in first:
+                got.append(batch.tolist())
+                if len(got) == cut:
+                    break
+        state = json.loads(json.dumps(first.state_dict()))
+        workers = ["auto", 0, 2][int(draw.integers(0, 3))]
+        monkeypatch.setattr(iterator_module, "WorkerTuner", RandomTuner(point + 1000))
+        second = fl.DataLoader(ds, batch_size=4, shuffle=True, generator=9, num_workers=workers)
+        second.load_state_dict(state)
+        while len(got) < len(full):
+            got += [b.tolist() for b in second]
+        assert got == full, f"cut at batch {cut} of {len(full)}, resumed on {workers}"
+
+
+@pytest.mark.timeout(300)
+def test_random_resume_points_while_the_tuner_changes_workers(monkeypatch) -> None:
+    resume_points_while_tuning(monkeypatch, 10)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_a_hundred_random_resume_points_while_the_tuner_changes_workers(monkeypatch) -> None:
+    resume_points_while_tuning(monkeypatch, 100)
