@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from . import _plan, _state, order, resources
 from ._iter.iterator import DataLoaderIterator
+from ._iter.tuning import WorkerTuner
 from ._warn import warn_at_user
 from .dataset import Dataset
 from .distributed import duplicated_across_ranks
@@ -146,6 +147,7 @@ class DataLoader(Generic[T_co]):
         self._last_position: _state.Position | None = None
         self._resume: dict[str, Any] | None = None
         self._ranks_checked = False
+        self._tuner: WorkerTuner | None = None
         self._initialized = True
         self.check_worker_number_rationality()
 
@@ -180,8 +182,8 @@ class DataLoader(Generic[T_co]):
     def _plan_snapshot(self) -> _plan.LoadPlan:
         """The loader's current settings, frozen for one iterator."""
         values = {field: getattr(self, attribute) for field, attribute in _PLAN_ATTRIBUTES.items()}
-        if values["auto_workers"]:
-            values["num_workers"] = 0  # where each epoch starts: the tuner goes from there
+        if values["auto_workers"]:  # each epoch starts where the tuner has got to
+            values["num_workers"] = self._worker_tuner().num_workers
         return _plan.LoadPlan(**values)
 
     def _next_epoch(self) -> tuple[int, dict[str, Any] | None]:
@@ -214,13 +216,21 @@ class DataLoader(Generic[T_co]):
             )
         return next(iter(asked.values()), self._epochs_started)
 
+    def _worker_tuner(self) -> WorkerTuner:
+        """num_workers="auto"'s tuner: one per loader, so that every epoch starts on the
+        count it has reached and the probe runs once."""
+        if self._tuner is None:
+            self._tuner = WorkerTuner(resources.usable_cores())
+        return self._tuner
+
     def _get_iterator(self) -> DataLoaderIterator:
         plan = self._plan_snapshot()
         epoch, resume = self._next_epoch()
         hint = self._IterableDataset_len_called
         if plan.num_workers > 0:
             self.check_worker_number_rationality()
-        iterator = DataLoaderIterator(plan, hint, epoch, resume)
+        tuner = self._worker_tuner() if plan.auto_workers else None
+        iterator = DataLoaderIterator(plan, hint, epoch, resume, tuner=tuner)
         self._last_position = iterator.position
         if plan.auto_workers:  # a change of workers moves the epoch to a new position
             iterator.on_position = _PositionFollower(self)

@@ -209,6 +209,7 @@ class LoaderStats:
                 for name, count in part.sources.items():
                     total.sources[name] = total.sources.get(name, 0) + count
         if parts:
+            total.tuning = [change for part in parts for change in part.tuning]
             total.worker_method = parts[0].worker_method
             total.first_batch_s = parts[0].first_batch_s
             total.in_flight = parts[-1].in_flight

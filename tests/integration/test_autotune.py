@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import flowloader as fl
-from flowloader._iter import iterator as iterator_module
+import flowloader.dataloader as dataloader_module
 from flowloader._iter.tuning import Change
 
 
@@ -64,7 +64,7 @@ def test_changes_mid_epoch_keep_every_batch(monkeypatch, method) -> None:
     ds = Slowish()
     expected = reference(ds, shuffle=True, generator=3)
     tuner = Scripted({3: 2, 8: 3, 12: 1, 17: 0, 21: 2})
-    monkeypatch.setattr(iterator_module, "WorkerTuner", tuner)
+    monkeypatch.setattr(dataloader_module, "WorkerTuner", tuner)
     loader = fl.DataLoader(
         ds, batch_size=4, shuffle=True, generator=3, num_workers="auto", worker_method=method
     )
@@ -85,7 +85,7 @@ def test_changes_mid_epoch_keep_every_batch(monkeypatch, method) -> None:
 def test_a_state_saved_after_a_change_resumes_exactly(monkeypatch) -> None:
     ds = Slowish(n=80)
     expected = reference(ds, shuffle=True, generator=5)
-    monkeypatch.setattr(iterator_module, "WorkerTuner", Scripted({2: 2, 6: 1}))
+    monkeypatch.setattr(dataloader_module, "WorkerTuner", Scripted({2: 2, 6: 1}))
     loader = fl.DataLoader(ds, batch_size=4, shuffle=True, generator=5, num_workers="auto")
     got = []
     for batch in loader:
@@ -105,7 +105,7 @@ def test_persistent_workers_keep_the_tuned_count_across_epochs(monkeypatch) -> N
     ds = Slowish(n=40)
     plain = fl.DataLoader(ds, batch_size=4, shuffle=True, generator=1)
     expected = [[b.tolist() for b in plain] for _ in range(2)]
-    monkeypatch.setattr(iterator_module, "WorkerTuner", Scripted({2: 2}))
+    monkeypatch.setattr(dataloader_module, "WorkerTuner", Scripted({2: 2}))
     loader = fl.DataLoader(
         ds, batch_size=4, shuffle=True, generator=1, num_workers="auto", persistent_workers=True
     )
@@ -114,6 +114,22 @@ def test_persistent_workers_keep_the_tuned_count_across_epochs(monkeypatch) -> N
     second = [b.tolist() for b in loader]
     assert loader._iterator is iterator
     assert iterator.stats().num_workers == 2  # the second epoch began on 2 workers
+    assert [first, second] == expected
+
+
+@pytest.mark.timeout(120)
+def test_each_epoch_starts_on_the_count_reached(monkeypatch) -> None:
+    """The tuner is the loader's: a new epoch (new workers) starts on the count the last
+    one reached, without probing again."""
+    ds = Slowish(n=40)
+    plain = fl.DataLoader(ds, batch_size=4, shuffle=True, generator=2)
+    expected = [[b.tolist() for b in plain] for _ in range(2)]
+    monkeypatch.setattr(dataloader_module, "WorkerTuner", Scripted({2: 3}))
+    loader = fl.DataLoader(ds, batch_size=4, shuffle=True, generator=2, num_workers="auto")
+    first = [b.tolist() for b in loader]
+    iterator = iter(loader)
+    assert iterator.stats().num_workers == 3
+    second = [b.tolist() for b in iterator]
     assert [first, second] == expected
 
 
@@ -166,7 +182,7 @@ def resume_points_while_tuning(monkeypatch, count: int) -> None:
     full = [b.tolist() for _ in range(2) for b in plain]
     draw = np.random.default_rng(20261204)
     for point in range(count):
-        monkeypatch.setattr(iterator_module, "WorkerTuner", RandomTuner(point))
+        monkeypatch.setattr(dataloader_module, "WorkerTuner", RandomTuner(point))
         method = "multiprocessing" if point % 5 == 0 else "thread"
         first = fl.DataLoader(
             ds, batch_size=4, shuffle=True, generator=9, num_workers="auto", worker_method=method
@@ -180,7 +196,7 @@ def resume_points_while_tuning(monkeypatch, count: int) -> None:
                     break
         state = json.loads(json.dumps(first.state_dict()))
         workers = ["auto", 0, 2][int(draw.integers(0, 3))]
-        monkeypatch.setattr(iterator_module, "WorkerTuner", RandomTuner(point + 1000))
+        monkeypatch.setattr(dataloader_module, "WorkerTuner", RandomTuner(point + 1000))
         second = fl.DataLoader(ds, batch_size=4, shuffle=True, generator=9, num_workers=workers)
         second.load_state_dict(state)
         while len(got) < len(full):

@@ -31,7 +31,7 @@ RECORD_KEYS = {
     "library": str,
     "pipeline": str,
     "dataset": str,
-    "num_workers": int,
+    "num_workers": (int, str),  # or "auto"
     "batch_size": int,
     "batches": int,
     "samples": int,
@@ -89,6 +89,7 @@ def test_help_and_version() -> None:
     ("args", "message"),
     [
         (["bench", "--workers", "x"], "--workers"),
+        (["bench", "--workers", "0,automatic"], "integers or auto"),
         (["bench", "--workers", "0,,2"], "--workers"),
         (["bench", "--workers", "0,1,"], "--workers"),
         (["bench", "--workers", "-1"], "non-negative"),
@@ -157,6 +158,22 @@ def test_bench_table_on_tiny_mnist(tiny_mnist) -> None:
     assert "mnist: fastest at num_workers=" in done.stdout
     runs = [BENCH_PROGRESS.fullmatch(line).groups() for line in done.stderr.splitlines()]
     assert runs == [("mnist", "0"), ("mnist", "2")]
+
+
+@pytest.mark.timeout(120)
+def test_bench_reports_what_auto_chose_beside_the_grid(tiny_mnist) -> None:
+    done = flowloader("bench", tiny_mnist, "--seconds", "0.5", "--workers", "0,1,auto")
+    assert done.returncode == 0, done.stderr
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("mnist: auto chose")]
+    assert re.fullmatch(
+        r"mnist: auto chose \d workers \(.+\); [\d,]+ samples/s, [\d.]+x the best fixed count",
+        line,
+    ), line
+    records = check_records(
+        flowloader("bench", tiny_mnist, "--seconds", "0.5", "--workers", "auto", "--json").stdout
+    )
+    assert records[0]["num_workers"] == "auto"
+    assert records[0]["tuning"][0]["reason"]
 
 
 def readme_bench_example() -> tuple[list[str], list[str]]:

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .. import _output, resources, stats
+from .. import _output, stats
 from .._plan import LoadPlan
 from .._warn import warn_at_user
 from .epoch import Epoch
@@ -73,8 +73,10 @@ class DataLoaderIterator:
         epoch: int = 0,
         resume: dict[str, Any] | None = None,
         make_transport: Callable[[LoadPlan, int], Transport] = default_transport,
+        tuner: WorkerTuner | None = None,
     ) -> None:
-        """``make_transport(plan, base_seed)`` builds the transport (tests script one)."""
+        """``make_transport(plan, base_seed)`` builds the transport (tests script one);
+        ``tuner``: num_workers="auto"'s, the loader's across its epochs."""
         if plan.num_workers == 0 and plan.timeout != 0:
             # PyTorch refuses this combination at iter() with the same exception type.
             raise AssertionError(
@@ -87,7 +89,7 @@ class DataLoaderIterator:
         self._length_hint = length_hint
         # num_workers="auto": the tuner, the stats of this epoch's parts before each change
         # of workers, and when the last batch was handed out (the loop's step starts there).
-        self._tuner = WorkerTuner(resources.usable_cores()) if plan.auto_workers else None
+        self._tuner = tuner
         self._stats_before: list[stats.LoaderStats] = []
         self._handed_at: tuple[float, float] | None = None
         self._retune_to: int | None = None  # a change the tuner asked for, made after a batch
@@ -194,8 +196,6 @@ class DataLoaderIterator:
         self._epoch.discard()
         self._stats_before.clear()
         self._handed_at = None
-        if self._tuner is not None:  # the tuned count carries over to the next epoch
-            plan = dataclasses.replace(plan, num_workers=self._plan.num_workers)
         self._length_hint = length_hint
         self._epoch = self._new_epoch(plan, length_hint, epoch, resume)
         self._transport.new_epoch()

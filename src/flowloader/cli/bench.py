@@ -38,7 +38,7 @@ class Options:
     root: str | None
     pipelines: list[str]
     batch_size: int
-    workers: list[int]
+    workers: list[int | str]
     seconds: float | None
     epochs: int | None
     json: bool
@@ -94,7 +94,7 @@ def _batch_nbytes(batch: Any) -> int:
 
 
 def run_once(
-    library: str, pipeline: str, root: str, workers: int, options: Options, modules: Any
+    library: str, pipeline: str, root: str, workers: int | str, options: Options, modules: Any
 ) -> dict[str, Any]:
     """One measured run; returns its record."""
     loader_class, datasets, T = modules
@@ -152,6 +152,8 @@ def run_once(
         record["data_wait_fraction"] = stats.data_wait_fraction
         record["worker_busy_fraction"] = stats.worker_busy_fraction
         record["verdict"] = stats.verdict()
+        if stats.tuning:
+            record["tuning"] = stats.tuning
     return record
 
 
@@ -178,12 +180,28 @@ def format_table(records: list[dict[str, Any]]) -> list[str]:
     lines += ["", *FOOTNOTE, ""]
     for pipeline in dict.fromkeys(r["pipeline"] for r in records):
         ours = [r for r in records if r["pipeline"] == pipeline and r["library"] == "flowloader"]
-        best = max(ours, key=lambda r: r["samples_per_s"])
-        lines.append(
-            f"{pipeline}: fastest at num_workers={best['num_workers']}, "
-            f"{best['samples_per_s']:,.0f} samples/s on {best['cores_used']:.2f} cores"
-        )
+        fixed = [r for r in ours if r["num_workers"] != "auto"]
+        if fixed:
+            best = max(fixed, key=lambda r: r["samples_per_s"])
+            lines.append(
+                f"{pipeline}: fastest at num_workers={best['num_workers']}, "
+                f"{best['samples_per_s']:,.0f} samples/s on {best['cores_used']:.2f} cores"
+            )
+        lines += [_auto_line(pipeline, r, fixed) for r in ours if r["num_workers"] == "auto"]
     return lines
+
+
+def _auto_line(pipeline: str, auto: dict[str, Any], fixed: list[dict[str, Any]]) -> str:
+    """What num_workers="auto" chose (its last decision and why) and its rate against the
+    best fixed count measured."""
+    decisions = auto.get("tuning") or []
+    chose = decisions[-1] if decisions else None
+    what = f"chose {chose['num_workers']} workers ({chose['reason']})" if chose else "chose nothing"
+    line = f"{pipeline}: auto {what}; {auto['samples_per_s']:,.0f} samples/s"
+    if fixed:
+        best = max(fixed, key=lambda r: r["samples_per_s"])
+        line += f", {auto['samples_per_s'] / best['samples_per_s']:.2f}x the best fixed count"
+    return line
 
 
 def _header(compared: bool) -> str:
@@ -220,6 +238,7 @@ def plot(records: list[dict[str, Any]], path: str) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7, 4))
+    records = [r for r in records if r["num_workers"] != "auto"]  # the axis is a count
     keys = sorted({(r["library"], r["pipeline"]) for r in records})
     for library, pipeline in keys:
         runs = sorted(
@@ -259,6 +278,8 @@ def run(options: Options) -> int:
         for pipeline, root in roots.items():
             for workers in options.workers:
                 for library, modules in sides.items():
+                    if workers == "auto" and library != "flowloader":
+                        continue  # torch's DataLoader has no "auto"
                     record = run_once(library, pipeline, root, workers, options, modules)
                     record["image_backend"] = image_backend()
                     records.append(record)

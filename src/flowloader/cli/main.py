@@ -28,14 +28,15 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",")]  # an empty item ("0,,2") is an error too
+def _workers_list(text: str) -> list[int | str]:
+    """Worker counts, and "auto" (the loader tunes its own)."""
+    try:  # an empty item ("0,,2") is an error too
+        values = [v if v == "auto" else int(v) for v in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
+            f"expected comma-separated integers or auto, got {text!r}"
         ) from None
-    if any(v < 0 for v in values):
+    if any(isinstance(v, int) and v < 0 for v in values):
         raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
     return values
 
@@ -93,7 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="samples per batch (default 64)",
     )
-    bench.add_argument("--workers", type=_int_list, default=[0, 1, 2], help="e.g. 0,1,2 (default)")
+    bench.add_argument(
+        "--workers",
+        type=_workers_list,
+        default=[0, 1, 2],
+        help="e.g. 0,1,2 (default); auto: num_workers='auto', what it chose beside the grid",
+    )
     length = bench.add_mutually_exclusive_group()
     length.add_argument(
         "--seconds", type=_positive(float), help="run each measurement this long (default 3)"

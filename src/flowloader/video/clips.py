@@ -21,7 +21,7 @@ import flowloader as fl
 
 from ..resources import usable_cores
 from .audio import audio_window, load_or_scan_audio
-from .decode import decode_frames
+from .decode import Put, decode_frames
 from .decode_torchcodec import decode_frames_torchcodec, frame_mappings, torchcodec_available
 from .index import VideoIndex, load_or_scan
 from .spans import FileSpans, as_paths
@@ -119,36 +119,91 @@ class VideoClips(FileSpans):
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.__getitems__([index])[0]
 
-    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+    def __getitems__(
+        self, indices: Sequence[int], allocate: fl.batching.Allocate | None = None
+    ) -> Any:
         """The clips at ``indices``, in that order; each video's clips decoded together, in
-        time order, from one open container."""
+        time order, from one open container. With ``allocate`` (the loader's: in a worker
+        process, shared memory) and clips of one size, the frames are written straight into
+        the batch's array, each once, and the batch comes back as its columns."""
         located = [self.locate(int(i)) for i in indices]
-        by_video: dict[int, list[int]] = {}
-        for video, start in located:
-            by_video.setdefault(video, []).append(start)
-        frames: dict[int, dict[int, np.ndarray]] = {}
-        for video, starts in by_video.items():
-            wanted = [s + k * self.frame_step for s in starts for k in range(self.clip_len)]
-            index, threads = self._index(video), self._threads()
-            if self.decoder == "torchcodec":
-                frames[video] = decode_frames_torchcodec(
-                    self.paths[video], index, wanted, self.size, threads, self._mappings(video)
+        shapes = {self._frame_shape(video) for video, _ in located}
+        if allocate is None or len(shapes) != 1:
+            return self._clip_list(located)
+        (shape,) = shapes
+        frames = allocate((len(located), self.clip_len, *shape, 3), np.uint8)
+        slots: dict[int, dict[int, list[tuple[int, int]]]] = {}
+        for k, (video, start) in enumerate(located):
+            for t in range(self.clip_len):
+                slots.setdefault(video, {}).setdefault(start + t * self.frame_step, []).append(
+                    (k, t)
                 )
-            else:
-                frames[video] = decode_frames(self.paths[video], index, wanted, self.size, threads)
+
+        def put_for(video: int) -> Put:
+            def put(position: int, frame: np.ndarray) -> None:
+                for k, t in slots[video][position]:
+                    frames[k, t] = frame
+
+            return put
+
+        for video, places in slots.items():
+            self._decode(video, sorted(places), put_for(video))
+        columns: dict[str, Any] = {
+            "frames": frames,
+            "pts": np.stack([self._pts(video, start) for video, start in located]),
+            "video": np.array([video for video, _ in located], dtype=np.int64),
+        }
+        if self.audio:
+            audio = [self._audio(video, self._index(video), start) for video, start in located]
+            if len({len(a) for a in audio}) > 1:  # clips of different lengths: not stacked
+                return self._clip_list(located)
+            columns["audio"] = np.stack(audio)
+        return fl.batching.CollatedRecords(columns)
+
+    def _clip_list(self, located: list[tuple[int, int]]) -> list[dict[str, Any]]:
+        """The clips as a list of dicts, one array of frames each."""
+        wanted: dict[int, set[int]] = {}
+        for video, start in located:
+            wanted.setdefault(video, set()).update(range(start, start + self.span, self.frame_step))
+        by_video: dict[int, dict[int, np.ndarray]] = {video: {} for video in wanted}
+        for video, positions in wanted.items():
+            frames = by_video[video]
+
+            def put(position: int, frame: np.ndarray, frames: dict = frames) -> None:
+                frames[position] = frame.copy()
+
+            self._decode(video, sorted(positions), put)
         items = []
         for video, start in located:
-            positions = np.arange(start, start + self.span, self.frame_step)
-            index = self._index(video)
+            clip = range(start, start + self.span, self.frame_step)
             item = {
-                "frames": np.stack([frames[video][int(p)] for p in positions]),
-                "pts": index.seconds(positions),
+                "frames": np.stack([by_video[video][p] for p in clip]),
+                "pts": self._pts(video, start),
                 "video": video,
             }
             if self.audio:
-                item["audio"] = self._audio(video, index, start)
+                item["audio"] = self._audio(video, self._index(video), start)
             items.append(item)
         return items
+
+    def _decode(self, video: int, positions: list[int], put: Put) -> None:
+        index, threads = self._index(video), self._threads()
+        if self.decoder == "torchcodec":
+            decode_frames_torchcodec(
+                self.paths[video], index, positions, self.size, threads, put, self._mappings(video)
+            )
+        else:
+            decode_frames(self.paths[video], index, positions, self.size, threads, put)
+
+    def _frame_shape(self, video: int) -> tuple[int, int]:
+        """(height, width) of video ``video``'s frames as this dataset gives them."""
+        if self.size is not None:
+            return self.size
+        index = self._index(video)
+        return index.height, index.width
+
+    def _pts(self, video: int, start: int) -> np.ndarray:
+        return self._index(video).seconds(np.arange(start, start + self.span, self.frame_step))
 
     def _audio(self, video: int, index: VideoIndex, start: int) -> np.ndarray:
         """The audio from the clip's first frame to the frame after its last (the last

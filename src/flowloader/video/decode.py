@@ -14,7 +14,7 @@ and is refused with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,22 +35,29 @@ class ClipDecodeError(ValueError):
     """A clip could not be decoded as its video's index describes it."""
 
 
+# put(position, frame): a decoded frame (H x W x 3 uint8 RGB), valid during the call only.
+Put = Callable[[int, np.ndarray], None]
+
+
 def decode_frames(
     path: str,
     index: VideoIndex,
     positions: Sequence[int],
     size: tuple[int, int] | None,
     threads: int,
-) -> dict[int, np.ndarray]:
-    """The frames at ``positions`` (into ``index.pts``) of the video at ``path``, as
-    ``H x W x 3`` uint8 RGB (at ``size`` = (height, width) when given), by position."""
+    put: Put,
+) -> None:
+    """Decode the frames at ``positions`` (into ``index.pts``) of the video at ``path`` and
+    hand each to ``put`` as ``H x W x 3`` uint8 RGB (at ``size`` = (height, width) when
+    given), in ascending order: a view of the converted frame's buffer, which ``put`` copies
+    where it belongs (into the batch, in place)."""
     wanted = sorted({int(p) for p in positions})
     needed = {int(t) for t in index.pts[wanted]}
     height, width = size if size is not None else (index.height, index.width)
     from av.video.reformatter import VideoReformatter
 
     convert = VideoReformatter()  # one swscale context for every frame, not one each
-    out: dict[int, np.ndarray] = {}
+    done: set[int] = set()
     with open_container(path) as container:
         stream = first_stream(container, path, "video")
         stream.codec_context.thread_count = threads
@@ -73,13 +80,21 @@ def decode_frames(
                     rgb = convert.reformat(
                         frame, format="rgb24", width=width, height=height, interpolation="BILINEAR"
                     )
-                    out[position] = rgb.to_ndarray()
-            if position not in out:
+                    put(position, _pixels(rgb))
+                    done.add(position)
+            if position not in done:
                 raise ClipDecodeError(
                     f"{path}: frame {position} (timestamp {int(index.pts[position])}) was not "
                     "decoded: the file differs from its index"
                 )
-    return out
+
+
+def _pixels(rgb: Any) -> np.ndarray:
+    """An RGB frame's pixels as an ``H x W x 3`` view of its buffer (rows padded to the
+    plane's line size are cut to the width)."""
+    plane = rgb.planes[0]
+    rows = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)
+    return rows[:, : plane.width * 3].reshape(plane.height, plane.width, 3)
 
 
 def _seek(

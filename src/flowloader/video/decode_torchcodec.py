@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .decode import ClipDecodeError
+from .decode import ClipDecodeError, Put
 from .index import VideoIndex
 
 
@@ -43,10 +43,12 @@ def decode_frames_torchcodec(
     positions: Sequence[int],
     size: tuple[int, int] | None,
     threads: int,
+    put: Put,
     mappings: str | None = None,
-) -> dict[int, np.ndarray]:
-    """The frames at ``positions`` of the video at ``path``, as ``H x W x 3`` uint8 RGB (at
-    ``size`` = (height, width) when given), by position, decoded by torchcodec."""
+) -> None:
+    """Decode the frames at ``positions`` of the video at ``path`` with torchcodec and hand
+    each to ``put`` as ``H x W x 3`` uint8 RGB (at ``size`` = (height, width) when given),
+    in ascending order."""
     from torchcodec.decoders import VideoDecoder
 
     wanted = sorted({int(p) for p in positions})
@@ -68,7 +70,8 @@ def decode_frames_torchcodec(
         raise ClipDecodeError(
             f"{path}: torchcodec could not decode frames {wanted}: {error}"
         ) from error
-    return dict(zip(wanted, frames, strict=True))
+    for position, frame in zip(wanted, frames, strict=True):
+        put(position, frame)
 
 
 def torchcodec_available() -> bool:

@@ -41,6 +41,12 @@ def test_every_clip_is_the_sequential_decode(videos, kind, size, threads) -> Non
     for i, item in zip(order, ds.__getitems__(order), strict=True):
         assert item["frames"].shape == (8, *(size or (media.HEIGHT, media.WIDTH)), 3)
         assert np.array_equal(item["frames"], expected_clip(full, ds, i)), (kind, i)
+    # the loader's path: every frame written once, in place, into the batch's array
+    batch = ds.__getitems__(order, allocate=np.empty).collated()
+    assert batch["frames"].shape == (len(order), 8, *(size or (media.HEIGHT, media.WIDTH)), 3)
+    for k, i in enumerate(order):
+        assert np.array_equal(batch["frames"][k], expected_clip(full, ds, i)), (kind, i)
+        assert batch["video"][k] == 0
 
 
 def test_timestamps_follow_a_variable_frame_rate(videos) -> None:
@@ -54,6 +60,26 @@ def test_timestamps_follow_a_variable_frame_rate(videos) -> None:
         _, start = ds.locate(i)
         np.testing.assert_allclose(ds[i]["pts"], seconds[start : start + 4])
         assert ds[i]["video"] == 0
+
+
+def test_a_batch_of_videos_of_two_sizes_comes_as_a_list(videos, tmp_path) -> None:
+    """Clips whose frames differ in size cannot share one array: the batch is a list."""
+    small = media.encode(str(tmp_path / "small.mp4"), frames=40)
+    media_size = (media.HEIGHT, media.WIDTH)
+    same = VideoClips([small, videos["vp9.webm"]], 4)  # one size: one array
+    assert not isinstance(same.__getitems__([0, len(same) - 1], allocate=np.empty), list)
+    other = str(tmp_path / "other.mkv")
+    with av.open(other, "w") as out:
+        stream = out.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 32, 16, "yuv420p"
+        for n in range(20):
+            frame = av.VideoFrame.from_ndarray(np.full((16, 32, 3), n, np.uint8), format="rgb24")
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    mixed = VideoClips([small, other], 4)
+    items = mixed.__getitems__([0, len(mixed) - 1], allocate=np.empty)
+    assert isinstance(items, list)
+    assert [item["frames"].shape for item in items] == [(4, *media_size, 3), (4, 16, 32, 3)]
 
 
 def test_clips_span_several_videos_in_order(videos) -> None:
