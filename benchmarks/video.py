@@ -362,6 +362,15 @@ def worker_memory(paths: list[str], epochs: int) -> list[list[tuple[int, int]]]:
     return per_epoch
 
 
+def worker_memory_in_fresh_process(paths: list[str], epochs: int) -> list[list[tuple[int, int]]]:
+    """``worker_memory`` run from a new interpreter: the workers fork from a parent that has
+    imported flowloader and PyAV only, not torch and the peers this benchmark loads."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(worker_memory, (paths, epochs))
+
+
 def open_many(folder: str, count: int) -> float:
     """Seconds to open a VideoClips over ``count`` videos whose indexes are cached: copies
     of one short video, each with its index beside it (a stat and a small read each)."""
@@ -400,7 +409,7 @@ def run(videos: int, runs: int, many: int, memory_epochs: int) -> dict[str, Any]
             "per_clip_ms": alternate(runs, per_clip_measures(paths)),
             "open_ms": alternate(runs, open_measures(paths, folder)),
             "open_many": {"videos": many, "seconds": open_many(folder, many)},
-            "worker_rss": worker_memory(paths, memory_epochs),
+            "worker_rss": worker_memory_in_fresh_process(paths, memory_epochs),
         }
 
 
@@ -428,8 +437,9 @@ def table(record: dict[str, Any]) -> str:
     lines += [
         "",
         f"Worker memory over {len(epochs)} epochs of random full-size clips, {WORKERS} "
-        "persistent worker processes; MB of each worker after the epoch, resident (pages "
-        "shared with the parent included) and PSS (shared pages split among their users):",
+        "persistent worker processes forked from a parent that imported flowloader and PyAV "
+        "only; MB of each worker after the epoch, resident (pages shared with the parent "
+        "included) and PSS (shared pages split among their users):",
         "",
         "| epoch | worker RSS (MB) | worker PSS (MB) |",
         "| ---: | --- | --- |",
