@@ -365,10 +365,24 @@ def worker_memory(paths: list[str], epochs: int) -> list[list[tuple[int, int]]]:
 def worker_memory_in_fresh_process(paths: list[str], epochs: int) -> list[list[tuple[int, int]]]:
     """``worker_memory`` run from a new interpreter: the workers fork from a parent that has
     imported flowloader and PyAV only, not torch and the peers this benchmark loads."""
-    import multiprocessing
+    import json
+    import subprocess
+    import sys
 
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(worker_memory, (paths, epochs))
+    code = (
+        "import json, sys; from benchmarks.video import worker_memory; "
+        "print(json.dumps(worker_memory(json.loads(sys.argv[1]), int(sys.argv[2]))))"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(paths), str(epochs)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
+    )
+    return [[(rss, pss) for rss, pss in epoch] for epoch in json.loads(done.stdout)]
 
 
 def open_many(folder: str, count: int) -> float:
