@@ -283,7 +283,9 @@ def test_nothing_is_left_when_the_driver_is_killed(cluster, tmp_path) -> None:
     while live_loader_actors() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert live_loader_actors() == []
-    assert settled_object_store_objects(at_most=0) == 0  # the dead driver's objects too
+    # The dead driver's objects too, freed once Ray has seen the driver die: seconds more
+    # than an ordinary free on a loaded machine (a CI rehearsal saw 1 left after 5 s).
+    assert settled_object_store_objects(at_most=0, timeout_s=30.0) == 0
 
 
 def run_driver(tmp_path, code: str) -> subprocess.CompletedProcess:
