@@ -283,11 +283,6 @@ def resolve(arguments: Mapping[str, Any], defaults: Defaults = NUMPY_DEFAULTS) -
     auto_workers = num_workers == AUTO
     if auto_workers:
         num_workers = 0
-        if is_iterable(dataset):
-            raise ValueError(
-                f"num_workers={AUTO!r} needs a map-style dataset: a stream is split by the "
-                "number of workers, which the tuner changes mid-epoch; give a number"
-            )
     _output.check_output(output)
     skip_types = check_policy(skip_errors, max_skipped)
     _check_worker_method(
@@ -303,6 +298,11 @@ def resolve(arguments: Mapping[str, Any], defaults: Defaults = NUMPY_DEFAULTS) -
         generator = defaults.generator()
 
     iterable = is_iterable(dataset)  # torch's IterableDataset too
+    if iterable and auto_workers:
+        raise ValueError(
+            f"num_workers={AUTO!r} needs a map-style dataset: a stream is split by the "
+            "number of workers, which the tuner changes mid-epoch; give a number"
+        )
     if iterable:
         _check_iterable_options(shuffle, sampler, batch_sampler)
     else:

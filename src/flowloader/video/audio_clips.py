@@ -60,10 +60,6 @@ class AudioClips(FileSpans):
             lengths.append(samples)
         settings = [sample_rate, self.clip_samples, self.stride_samples]
         self._count(lengths, self.clip_samples, self.stride_samples, settings)
-        self._indexes: dict[int, AudioIndex] = {}
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_indexes": {}}
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         file, first = self.locate(index)
@@ -78,15 +74,13 @@ class AudioClips(FileSpans):
         return {"audio": audio, "start": first / self.sample_rate, "file": file}
 
     def _index(self, file: int) -> AudioIndex:
-        index = self._indexes.get(file)
-        if index is None:
-            index = load_or_scan_audio(self.paths[file], self.cache_dir)
-            changed = self.changed_length(file, index.out_samples(self.sample_rate))
-            if changed:
-                raise ValueError(changed)
-            if len(self._indexes) >= 1024:
-                self._indexes.clear()
-            self._indexes[file] = index
+        return self.remembered("audio", file, lambda: self._read_index(file))
+
+    def _read_index(self, file: int) -> AudioIndex:
+        index = load_or_scan_audio(self.paths[file], self.cache_dir)
+        changed = self.changed_length(file, index.out_samples(self.sample_rate))
+        if changed:
+            raise ValueError(changed)
         return index
 
 

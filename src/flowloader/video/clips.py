@@ -11,7 +11,6 @@ few videos it decoded.
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +26,6 @@ from .index import VideoIndex, load_or_scan
 from .spans import FileSpans, as_paths
 
 DECODERS = ("pyav", "torchcodec")
-_INDEXES_KEPT = 64  # per process: the indexes of the videos decoded last
 
 
 class VideoClips(FileSpans):
@@ -110,11 +108,6 @@ class VideoClips(FileSpans):
                 load_or_scan_audio(path, cache_dir)  # a video without audio is refused now
         settings = [self.clip_len, self.frame_step, self.clip_stride]
         self._count(frames, span, self.clip_stride, settings)
-        self._indexes: OrderedDict[int, VideoIndex] = OrderedDict()
-        self._torchcodec_mappings: dict[int, str] = {}
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_indexes": OrderedDict(), "_torchcodec_mappings": {}}
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.__getitems__([index])[0]
@@ -209,7 +202,9 @@ class VideoClips(FileSpans):
         """The audio from the clip's first frame to the frame after its last (the last
         frame's end, at the video's mean frame interval, when the clip ends the video), at
         ``sample_rate``."""
-        audio = load_or_scan_audio(self.paths[video], self.cache_dir)
+        audio = self.remembered(
+            "audio", video, lambda: load_or_scan_audio(self.paths[video], self.cache_dir)
+        )
         pts, end = index.pts, start + self.span
         step = (int(pts[-1]) - int(pts[0])) // max(len(pts) - 1, 1)
         stop = int(pts[end]) if end < len(pts) else int(pts[-1]) + step
@@ -221,27 +216,18 @@ class VideoClips(FileSpans):
 
     def _index(self, video: int) -> VideoIndex:
         """Video ``video``'s full index, from its cache file (kept for the last few)."""
-        index = self._indexes.get(video)
-        if index is None:
-            index = load_or_scan(self.paths[video], self.cache_dir)
-            changed = self.changed_length(video, index.frames)
-            if changed:
-                raise ValueError(changed)
-            self._indexes[video] = index
-            if len(self._indexes) > _INDEXES_KEPT:
-                self._indexes.popitem(last=False)
-        else:
-            self._indexes.move_to_end(video)
+        return self.remembered("video", video, lambda: self._read_index(video))
+
+    def _read_index(self, video: int) -> VideoIndex:
+        index = load_or_scan(self.paths[video], self.cache_dir)
+        changed = self.changed_length(video, index.frames)
+        if changed:
+            raise ValueError(changed)
         return index
 
     def _mappings(self, video: int) -> str:
         """Video ``video``'s index as torchcodec's frame mappings (kept as the indexes are)."""
-        found = self._torchcodec_mappings.get(video)
-        if found is None:
-            if len(self._torchcodec_mappings) >= _INDEXES_KEPT:
-                self._torchcodec_mappings.clear()
-            found = self._torchcodec_mappings[video] = frame_mappings(self._index(video))
-        return found
+        return self.remembered("torchcodec", video, lambda: frame_mappings(self._index(video)))
 
     def _threads(self) -> int:
         """FFmpeg's threads for this worker: as given, or ("auto") the usable cores shared
@@ -250,7 +236,8 @@ class VideoClips(FileSpans):
             return int(self.threads)
         info = fl.get_worker_info()
         workers = info.num_workers if info is not None else 1
-        return max(1, usable_cores() // workers)
+        cores = self.remembered("cores", -1, usable_cores)  # reads cgroup files: once
+        return max(1, cores // workers)
 
 
 def _positive(name: str, value: Any) -> None:

@@ -5,12 +5,16 @@ running clip counts; the order state is the files, their lengths and the clip se
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 import flowloader as fl
+
+T = TypeVar("T")
+_KEPT = 128  # per process: what was read last about the files (indexes, decoder mappings)
 
 
 class FileSpans(fl.Dataset[dict[str, Any]]):
@@ -23,6 +27,23 @@ class FileSpans(fl.Dataset[dict[str, Any]]):
     WHAT = ""  # what a file is called in messages: "video", "audio file"
     SETTINGS = ""  # what the settings are, in order
     paths: list[str]
+
+    def remembered(self, kind: str, file: int, read: Callable[[], T]) -> T:
+        """``read()`` for file ``file``'s ``kind`` (an index, a decoder's mappings), kept for
+        what this process read last: a worker reads a file's index once, not once per clip,
+        and a dataset of a million files keeps at most a few hundred."""
+        kept: OrderedDict[tuple[str, int], Any] = self.__dict__.setdefault("_kept", OrderedDict())
+        key = (kind, file)
+        if key in kept:
+            kept.move_to_end(key)
+            return kept[key]
+        found = kept[key] = read()
+        if len(kept) > _KEPT:
+            kept.popitem(last=False)
+        return found
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_kept": OrderedDict()}  # each process reads its own
 
     def _count(self, lengths: Sequence[int], span: int, stride: int, settings: list[int]) -> None:
         self.span, self.stride, self.settings = span, stride, settings

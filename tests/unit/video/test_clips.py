@@ -157,7 +157,7 @@ def test_a_video_changed_after_the_dataset_was_made_is_refused(videos, tmp_path)
     with pytest.raises(ValueError, match=r"moving\.mp4: 100 frames now, 150 when the dataset"):
         ds[0]
     stale = VideoClips(videos["h264.mkv"], 10)
-    stale._indexes[0] = load_or_scan(path)  # an index that does not describe the file
+    stale.remembered("video", 0, lambda: load_or_scan(path))  # an index of another file
     with pytest.raises(ClipDecodeError, match=r"h264\.mkv"):
         stale[3]
 
@@ -176,9 +176,9 @@ def test_a_dataset_pickles_without_its_indexes(videos) -> None:
 
     ds = VideoClips(videos["h264.mp4"], 8)
     ds[0]
-    assert ds._indexes
+    assert ds._kept
     copy = pickle.loads(pickle.dumps(ds))
-    assert not copy._indexes
+    assert not copy._kept
     assert np.array_equal(copy[5]["frames"], ds[5]["frames"])
 
 
