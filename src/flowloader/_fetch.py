@@ -67,6 +67,7 @@ class MapFetcher:
         its arrays built in ``allocate``'s (None: ordinary memory)."""
         clock = stats.active_clock()
         start = time.perf_counter() if clock is not None else 0.0
+        transform_before = clock.transform if clock is not None else 0.0
         self.skipped = []
         if not self.auto_collation:
             data = self._load_one(index, seeds)
@@ -76,7 +77,7 @@ class MapFetcher:
             data = self._load_one_by_one(index, seeds)
         if self.skipped and not data:
             raise EmptyBatch
-        return _collate_timed(self.collate_fn, data, allocate, clock, start)
+        return _collate_timed(self.collate_fn, data, allocate, clock, (start, transform_before))
 
     def _load_batch(
         self, indices: Any, seeds: SampleSeeds | None, allocate: Allocate | None
@@ -188,15 +189,19 @@ def _collate_timed(
     data: Any,
     allocate: Allocate | None,
     clock: stats.StageClock | None,
-    start: float,
+    began: tuple[float, float],
 ) -> Any:
-    """The collated batch, recording the dataset time (since ``start``) and collate time."""
+    """The collated batch, recording the dataset time and collate time, and the batch's
+    marks for the trace; ``began``: when the fetch started and the clock's transform then."""
     if clock is None:
         return _collate_with(collate_fn, data, allocate)
+    start, transform_before = began
     fetched = time.perf_counter()
     batch = _collate_with(collate_fn, data, allocate)
+    collated = time.perf_counter()
     clock.fetch += fetched - start
-    clock.collate += time.perf_counter() - fetched
+    clock.collate += collated - fetched
+    clock.marks = (start, fetched, collated, clock.transform - transform_before)
     return batch
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _output, _seed
+from . import _output, _seed, resources
 from ._skip import check_policy
 from .collate import default_collate, default_convert
 from .dataset import is_iterable
@@ -76,6 +76,10 @@ class LoadPlan:
     ray_options: Mapping[str, Any] | None = None
     # num_workers="auto": num_workers is where the epoch starts; the tuner changes it.
     auto_workers: bool = False
+    # The loader's own memory, in bytes (workers and batches: _iter/memory.py), and whether
+    # the user gave it (then the first batch is measured before any worker starts).
+    memory_budget: int = 0
+    memory_budget_given: bool = False
 
     @property
     def auto_collation(self) -> bool:
@@ -360,4 +364,26 @@ def resolve(arguments: Mapping[str, Any], defaults: Defaults = NUMPY_DEFAULTS) -
         max_worker_restarts=int(arguments["max_worker_restarts"]),
         ray_options=ray_options,
         auto_workers=auto_workers,
+        memory_budget=resolve_memory_budget(arguments["memory_budget"]),
+        memory_budget_given=arguments["memory_budget"] is not None,
     )
+
+
+DEFAULT_MEMORY_FRACTION = 0.5  # of the machine's or the cgroup's memory, as tf.data's RAM budget
+
+
+def resolve_memory_budget(budget: Any) -> int:
+    """``memory_budget`` in bytes: an int is bytes, a float in (0, 1] a fraction of the
+    memory this process may use (resources.memory_limit), None half of it."""
+    if budget is None:
+        budget = DEFAULT_MEMORY_FRACTION
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        raise TypeError(
+            "memory_budget should be a number of bytes (int) or a fraction of the memory "
+            f"(float in (0, 1]), but got memory_budget={budget!r}"
+        )
+    if not 0 < budget < float("inf"):  # NaN too
+        raise ValueError(f"memory_budget should be above 0, but got memory_budget={budget}")
+    if isinstance(budget, float) and budget <= 1:
+        return max(int(budget * resources.memory_limit()), 1)
+    return int(budget)

@@ -29,6 +29,7 @@ _PRIVATE_ATTRIBUTES = {
     "iterable": "_iterable",
     "multiprocessing_context": "_multiprocessing_context",
     "auto_workers": "_auto_workers",
+    "memory_budget_given": "_memory_budget_given",
 }
 _PLAN_ATTRIBUTES = {
     f.name: _PRIVATE_ATTRIBUTES.get(f.name, f.name) for f in dataclasses.fields(_plan.LoadPlan)
@@ -77,6 +78,14 @@ class DataLoader(Generic[T_co]):
     with ``ray_options`` passed to the actors (``num_cpus``, ``resources``, a scheduling
     strategy, a ``runtime_env``); batches come through Ray's object store, the same as with
     processes. See "When one machine is not enough" in the README.
+
+    ``memory_budget`` (bytes, or a fraction of the memory this process may use; default half)
+    bounds the loader's own memory: its workers' memory as the kernel counts it (PSS) and its
+    batches in shared memory. When they would exceed it, fewer batches are kept in flight
+    (with one warning), and ``num_workers="auto"`` starts fewer workers; a budget that
+    cannot hold one batch and one worker is a ``MemoryBudgetError``. Given explicitly, the
+    first batch is loaded in this process and measured before any worker starts.
+    ``iterator.stats().memory`` reports the budget and the peak measured.
     """
 
     _initialized = False
@@ -103,6 +112,8 @@ class DataLoader(Generic[T_co]):
     worker_method: str
     max_worker_restarts: int
     ray_options: dict[str, Any] | None
+    memory_budget: int  # bytes
+    _memory_budget_given: bool
     _iterable: bool
 
     def __init__(
@@ -131,6 +142,7 @@ class DataLoader(Generic[T_co]):
         worker_method: str = "multiprocessing",
         max_worker_restarts: int = 0,
         ray_options: dict[str, Any] | None = None,
+        memory_budget: int | float | None = None,
     ) -> None:
         arguments = dict(locals())  # every parameter by name: the signature is written once
         del arguments["self"]

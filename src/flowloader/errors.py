@@ -7,6 +7,7 @@ from typing import Any
 
 __all__ = [
     "LoaderTimeoutError",
+    "MemoryBudgetError",
     "SharedMemoryError",
     "SkippedSampleWarning",
     "TooManySkippedError",
@@ -25,6 +26,10 @@ class WorkerCrashedError(RuntimeError):
 
 class LoaderTimeoutError(RuntimeError):
     """No batch arrived within the DataLoader's ``timeout``."""
+
+
+class MemoryBudgetError(RuntimeError):
+    """The DataLoader's ``memory_budget`` cannot hold one batch and one worker."""
 
 
 class SharedMemoryError(RuntimeError):

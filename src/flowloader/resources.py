@@ -1,19 +1,26 @@
-"""What this process may use of the machine: its cores, counted the way the scheduler limits
-them (CPU affinity, and a container's CPU quota), not ``os.cpu_count()``.
+"""What this process may use of the machine, counted the way the kernel limits and counts it:
+its cores (CPU affinity, and a container's CPU quota), not ``os.cpu_count()``; its memory (the
+machine's, capped by the cgroup's limit); and a process's memory as PSS, its share of every
+page it maps.
 
 A container given "2 CPUs" on a 64-core host sees 64 in ``os.cpu_count()`` and, without a
 cpuset, in its affinity too; its cgroup's quota (``cpu.max`` in cgroup v2, ``cpu.cfs_quota_us``
 over ``cpu.cfs_period_us`` in v1) is what the kernel enforces. A loader sizing its workers or
-decoder threads by 64 there oversubscribes 32-fold.
+decoder threads by 64 there oversubscribes 32-fold. Memory is the same: ``/proc/meminfo``
+shows the host's, ``memory.max`` (v2) or ``memory.limit_in_bytes`` (v1) is what the OOM killer
+enforces.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from typing import NamedTuple
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 SELF_CGROUP = "/proc/self/cgroup"
+MEMINFO = "/proc/meminfo"
+CPU_CONTROLLERS = ("", "cpu", "cpu,cpuacct", "cpuacct,cpu")
 
 
 def usable_cores(cgroup_root: str = CGROUP_ROOT, self_cgroup: str = SELF_CGROUP) -> int:
@@ -49,17 +56,73 @@ def cgroup_cpu_quota(
     return None
 
 
-def _own_cgroups(cgroup_root: str, self_cgroup: str) -> list[str]:
-    """Where this process's cgroup files may be: its own cgroup's folder (from
-    ``self_cgroup``), then the root (what a container usually mounts as its own)."""
+def memory_limit(
+    cgroup_root: str = CGROUP_ROOT, self_cgroup: str = SELF_CGROUP, meminfo: str = MEMINFO
+) -> int:
+    """Bytes of memory this process's machine has, capped by its cgroup's limit (v2's
+    ``memory.max``, v1's ``memory.limit_in_bytes``; v1 writes "no limit" as a huge number)."""
+    total = _kilobyte_fields(meminfo).get("MemTotal", 0)
+    controllers = ("", "memory")
+    for folder in _own_cgroups(cgroup_root, self_cgroup, controllers):
+        text = _read(os.path.join(folder, "memory.max"))
+        if text is None:
+            text = _read(os.path.join(folder, "memory.limit_in_bytes"))
+        if text is not None and text.isdigit():
+            limit = int(text)
+            return min(total, limit) if total else limit
+    return total
+
+
+class ProcessMemory(NamedTuple):
+    """A process's memory in bytes, as the kernel counts it. ``uss``: the pages only it maps
+    (what a forked worker adds: its own heap and the parent's pages it has written to, not
+    those it still shares); ``pss``: that plus its share of the shared pages;
+    ``private_shmem``: the shared-memory pages in ``uss`` (segments only it maps), reckoned
+    for segments mapped by at most two processes."""
+
+    uss: int
+    pss: int
+    private_shmem: int
+
+
+def process_memory(pid: int) -> ProcessMemory | None:
+    """Process ``pid``'s memory from ``/proc/<pid>/smaps_rollup`` and ``status``; None when
+    it cannot be read (the process is gone, or the platform has no smaps)."""
+    fields = _kilobyte_fields(f"/proc/{pid}/smaps_rollup")
+    if "Pss" not in fields:
+        return None
+    uss = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
+    # Pss_Shmem = private + shared / 2 and RssShmem = private + shared, for pages mapped by
+    # one process or two (a segment is the worker's, then the main process's too).
+    shmem = _kilobyte_fields(f"/proc/{pid}/status").get("RssShmem", 0)
+    private_shmem = min(max(2 * fields.get("Pss_Shmem", 0) - shmem, 0), uss)
+    return ProcessMemory(uss, fields["Pss"], private_shmem)
+
+
+def _kilobyte_fields(path: str) -> dict[str, int]:
+    """The "Name:  123 kB" lines of a /proc file, in bytes."""
+    fields = {}
+    for line in (_read(path) or "").splitlines():
+        name, _, value = line.partition(":")
+        parts = value.split()
+        if len(parts) == 2 and parts[0].isdigit() and parts[1] == "kB":
+            fields[name] = int(parts[0]) * 1024
+    return fields
+
+
+def _own_cgroups(
+    cgroup_root: str, self_cgroup: str, controllers: tuple[str, ...] = CPU_CONTROLLERS
+) -> list[str]:
+    """Where this process's cgroup files for ``controllers`` may be: its own cgroup's folder
+    (from ``self_cgroup``), then the root (what a container usually mounts as its own)."""
     folders = []
     text = _read(self_cgroup) or ""
     for line in text.splitlines():
         if line.count(":") < 2:
             continue
-        _, controllers, path = line.split(":", 2)
-        if controllers in ("", "cpu", "cpu,cpuacct", "cpuacct,cpu"):
-            sub = "" if controllers == "" else controllers
+        _, listed, path = line.split(":", 2)
+        if listed in controllers:
+            sub = "" if listed == "" else listed
             folders.append(os.path.join(cgroup_root, sub, path.lstrip("/")))
             folders.append(os.path.join(cgroup_root, sub))
     folders.append(cgroup_root)

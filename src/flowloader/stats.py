@@ -13,28 +13,45 @@ transform); ``enabled = False`` turns the clock off (see benchmarks/RESULTS.md).
 from __future__ import annotations
 
 import contextvars
+import os
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["STAGES", "LoaderStats", "enabled", "stage"]
+from .timeline import Timeline
+
+__all__ = ["STAGES", "LoaderStats", "enabled", "stage", "trace_batches"]
 
 STAGES = ("read", "transform", "collate", "transport", "wait")
 
 # Off: stage() and the loaders' clocks record nothing (for measuring their overhead).
 enabled = True
 
+# The batches an iterator's trace keeps (``stats().write_trace``); 0 records nothing.
+trace_batches = 512
+
 
 class StageClock:
     """Seconds spent per stage in this process since the last ``take()``. The loader's own
     stages are plain attributes (cheaper than a dict on a per-batch path)."""
 
-    __slots__ = ("collate", "fetch", "seconds", "stages", "task", "transform", "transport")
+    __slots__ = (
+        "collate",
+        "fetch",
+        "marks",
+        "seconds",
+        "stages",
+        "task",
+        "transform",
+        "transport",
+    )
     _BUILT_IN = ("fetch", "collate", "transform", "transport", "task")
 
     def __init__(self) -> None:
         self.fetch = self.collate = self.transform = self.transport = self.task = 0.0
+        # The last batch's (fetch start, fetched, collated, transform seconds), for the trace.
+        self.marks: tuple[float, float, float, float] | None = None
         self.seconds: dict[str, float] = {}
         self.stages: dict[str, _Stage] = {}
 
@@ -149,6 +166,22 @@ class LoaderStats:
     free_threaded: bool = field(default_factory=gil_disabled)
     # num_workers="auto": each decision of the tuner (at_s, num_workers, reason, measured).
     tuning: list[dict[str, Any]] = field(default_factory=list)
+    # memory_budget: the budget and the peak measured, in bytes (_iter/memory.py).
+    memory: dict[str, int] | None = None
+    # The iterator's recent history (the last ``trace_batches`` batches), for write_trace.
+    timeline: Timeline | None = field(default=None, repr=False, compare=False)
+
+    def write_trace(self, path: str | os.PathLike[str]) -> None:
+        """Write the loader's recent history to ``path`` as a Chrome trace (JSON; open it in
+        Perfetto or chrome://tracing, beside a torch.profiler trace): per worker, each
+        batch's fetch, transform, collate and hand-over; the training loop's waits for data;
+        tuning changes. It holds the last ``flowloader.stats.trace_batches`` batches."""
+        if self.timeline is None:
+            raise RuntimeError(
+                "no trace was recorded: flowloader.stats.trace_batches is 0 or "
+                "flowloader.stats.enabled is False"
+            )
+        self.timeline.write(path)
 
     @property
     def mean_in_flight(self) -> float:
@@ -213,6 +246,7 @@ class LoaderStats:
             total.worker_method = parts[0].worker_method
             total.first_batch_s = parts[0].first_batch_s
             total.in_flight = parts[-1].in_flight
+            total.timeline = parts[-1].timeline
         return total
 
     def as_dict(self) -> dict:
@@ -234,4 +268,5 @@ class LoaderStats:
             "worker_method": self.worker_method,
             "free_threaded": self.free_threaded,
             "tuning": [dict(change) for change in self.tuning],
+            "memory": dict(self.memory) if self.memory is not None else None,
         }

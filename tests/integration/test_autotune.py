@@ -48,6 +48,9 @@ class Scripted:
             self.num_workers = workers
         return workers
 
+    def limit(self, max_workers: int) -> int | None:
+        return None  # the script decides (the default memory_budget never binds here)
+
     def as_records(self) -> list[dict]:
         return [vars(c) for c in self.changes]
 

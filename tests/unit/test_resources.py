@@ -54,3 +54,41 @@ def test_a_quota_below_one_core_still_gives_one(tmp_path) -> None:
 
 def test_this_machine() -> None:
     assert 1 <= resources.usable_cores() <= (os.cpu_count() or 1)
+
+
+@pytest.mark.parametrize(
+    ("files", "self_cgroup", "limit"),
+    [
+        ({"box/memory.max": "1073741824\n"}, "0::/box\n", 1 << 30),  # v2, own cgroup
+        ({"memory.max": "max\n"}, "0::/\n", None),  # v2, unlimited: the machine's
+        (  # v1 with the memory controller mounted on its own
+            {"memory/memory.limit_in_bytes": "536870912\n"},
+            "4:memory:/\n1:cpu:/\n",
+            1 << 29,
+        ),
+        ({"memory/memory.limit_in_bytes": str(2**63 - 4096)}, "4:memory:/\n", None),  # v1, none
+        ({}, "garbage\n", None),
+    ],
+)
+def test_the_memory_limit_is_the_cgroups_under_the_machines(
+    tmp_path, files, self_cgroup, limit
+) -> None:
+    root, own = tree(tmp_path, files, self_cgroup)
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       4194304 kB\nMemFree:        1000 kB\n")
+    machine = 4 << 30
+    expected = machine if limit is None else min(limit, machine)
+    assert resources.memory_limit(root, own, str(meminfo)) == expected
+
+
+def test_a_process_memory_is_its_uss_and_pss() -> None:
+    uss, pss, _ = resources.process_memory(os.getpid())
+    held = bytearray(64 << 20)  # written: 64 MB of this process's own pages
+    held[::4096] = b"x" * len(held[::4096])
+    uss_after, pss_after, private_shmem = resources.process_memory(os.getpid())
+    assert 0 < uss <= pss
+    assert uss_after - uss >= 60 << 20
+    assert pss_after - pss >= 60 << 20
+    assert private_shmem < 8 << 20  # a bytearray is no shared memory
+    assert resources.process_memory(2**22 + 12345) is None  # no such process
+    del held

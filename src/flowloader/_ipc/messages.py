@@ -78,6 +78,9 @@ class Result(Wire):
     stages: dict[str, float] | None = None  # this worker's stage seconds since its last Result
     cpu_s: float = 0.0  # the worker's CPU time so far
     skipped: tuple[Any, ...] = ()  # SkippedSamples dropped from this batch (skip_errors)
+    # For the trace (flowloader.timeline): (task start, sent), then, where the batch was
+    # fetched and collated, (fetch start, fetched, collated, transform seconds).
+    marks: tuple[float, ...] | None = None
 
 
 @dataclass(slots=True)

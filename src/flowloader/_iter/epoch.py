@@ -20,6 +20,7 @@ from .._plan import LoadPlan
 from .._skip import SkipLedger
 from .._warn import warn_at_user
 from ..errors import LoaderTimeoutError, WorkerCrashedError
+from ..timeline import Timeline
 from .dispatcher import Dispatcher
 from .events import Assignment, Emptied, Event, Failed, Loaded, Restart, StreamEnded, WorkerDied
 from .reorder import ReorderBuffer
@@ -80,6 +81,7 @@ class Epoch:
         resume: dict[str, Any] | None = None,
         max_restarts: int = 0,
         worker_cpu: dict[int, float] | None = None,
+        timeline: Timeline | None = None,
     ) -> None:
         self.plan = plan
         self.number = number
@@ -109,7 +111,8 @@ class Epoch:
         self._dispatcher = Dispatcher(slots, budget)
         self._reorder = ReorderBuffer(plan.in_order)
         self._retries: collections.deque[Assignment] = collections.deque()
-        self.stats = stats.LoaderStats(num_workers=plan.num_workers)
+        self.stats = stats.LoaderStats(num_workers=plan.num_workers, timeline=timeline)
+        self._timeline = timeline
         # The skip_errors account, kept only where the policy is on (no cost otherwise).
         self._ledger = SkipLedger(plan.max_skipped) if plan.skip_errors else None
         if self._ledger is not None:
@@ -190,6 +193,9 @@ class Epoch:
                 self.stats.in_flight_total += len(self._dispatcher.outstanding)
                 _, indices = self._dispatcher.complete(task_id)
                 self.absorb_stages(event.stages)
+                if self._timeline is not None and event.marks is not None:
+                    received = time.perf_counter()
+                    self._timeline.loaded(task_id, event.worker_id, event.marks, received)
                 if event.cpu_s is not None:
                     self._note_cpu(event.worker_id, event.cpu_s)
                 item = event.batch
@@ -326,6 +332,15 @@ class Epoch:
             self.position.batches_yielded += 1
             return False
         return True
+
+    def limit_in_flight(self, batches: int) -> None:
+        """Keep at most ``batches`` loading or waiting from now on (memory_budget)."""
+        self._dispatcher.budget = min(self._dispatcher.budget, batches)
+
+    @property
+    def last_task_id(self) -> int:
+        """The task whose batch (or error) was popped last."""
+        return self._reorder.last
 
     def delivered(self) -> None:
         """A batch was handed to the consumer."""

@@ -49,6 +49,7 @@ class Loaded:
     skipped: tuple[Any, ...] = ()
     stages: dict[str, float] | None = None
     cpu_s: float | None = None
+    marks: tuple[float, ...] | None = None  # for the trace (messages.Result.marks)
 
 
 @dataclass(slots=True)
@@ -108,6 +109,7 @@ def from_reply(message: Any, batch: Any = None) -> Event:
                 message.skipped,
                 message.stages,
                 message.cpu_s,
+                message.marks,
             )
         case messages.Failure():
             return Failed(message.task_id, message.worker_id, message.error.rebuild())

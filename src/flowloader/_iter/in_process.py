@@ -57,7 +57,10 @@ class InProcessTransport:
             return Failed(task_id, 0, error)
         finally:
             stats.set_clock(previous)
-        return Loaded(task_id, 0, batch, tuple(self._fetcher.skipped))
+        fetched, self._clock.marks = self._clock.marks, None
+        # The task starts and ends with the fetch and the collate.
+        marks = None if fetched is None else (fetched[0], fetched[2], *fetched)
+        return Loaded(task_id, 0, batch, tuple(self._fetcher.skipped), marks=marks)
 
     def restart(self, worker_id: int) -> None:
         raise AssertionError("in-process loading has no worker to restart")

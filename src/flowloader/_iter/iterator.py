@@ -20,9 +20,11 @@ from typing import Any
 from .. import _output, stats
 from .._plan import LoadPlan
 from .._warn import warn_at_user
+from ..timeline import Timeline
 from .epoch import Epoch
 from .in_process import InProcessTransport
 from .lifecycle import WorkerHandle
+from .memory import MemoryGuard, describe
 from .pinning import PinStage
 from .processes import ProcessTransport
 from .threads import ThreadTransport
@@ -94,6 +96,20 @@ class DataLoaderIterator:
         self._handed_at: tuple[float, float] | None = None
         self._retune_to: int | None = None  # a change the tuner asked for, made after a batch
         self.on_position: Callable[[Any], None] | None = None  # told when a retune moves it
+        self._timeline = (
+            Timeline(stats.trace_batches) if stats.enabled and stats.trace_batches > 0 else None
+        )
+        # memory_budget (memory.py): the guard, the batches in flight it allows (None: as
+        # many as prefetch asks), and, for a budget the user gave, the workers to start once
+        # the first batch, loaded in this process, has been measured against it.
+        guarded = plan.memory_budget > 0 and plan.worker_method != "ray"
+        self._memory = MemoryGuard(plan.memory_budget) if guarded else None
+        self._in_flight_cap: int | None = None
+        self._memory_warned = False
+        self._workers_after_probe: int | None = None
+        if guarded and plan.memory_budget_given and plan.num_workers and not plan.iterable:
+            self._workers_after_probe = plan.num_workers
+            plan = dataclasses.replace(plan, num_workers=0)
         self._epoch = self._new_epoch(plan, length_hint, epoch, resume)
         self._start_transport(plan)
         pinned = _output.pins(plan.output, plan.pin_memory)
@@ -125,6 +141,8 @@ class DataLoaderIterator:
             self._pin_stage.clear()
         workers = plan.num_workers
         budget = (plan.prefetch_factor or 1) * workers if workers else 1
+        if self._in_flight_cap is not None:
+            budget = min(budget, self._in_flight_cap)
         return Epoch(
             plan,
             number,
@@ -134,10 +152,14 @@ class DataLoaderIterator:
             resume=resume,
             max_restarts=plan.max_worker_restarts,
             worker_cpu=self._worker_cpu,
+            timeline=self._timeline,
         )
 
     def _begin(self) -> None:
-        self._epoch.stats.worker_method = self._transport.worker_method
+        epoch, method = self._epoch, self._transport.worker_method
+        epoch.stats.worker_method = method
+        if self._timeline is not None:
+            self._timeline.part(epoch.number, epoch.position.batches_yielded, method)
         if self._transport.prefetches:
             self._transport.send(self._epoch.assignments())
 
@@ -177,12 +199,16 @@ class DataLoaderIterator:
         the tuner decided and why."""
         self._epoch.absorb_stages(self._transport.stage_readings())
         now = self._epoch.stats_snapshot()
-        if self._tuner is None:
+        memory = self._memory.as_dict() if self._memory is not None else None
+        if not self._stats_before:
+            now.memory = memory
+            if self._tuner is not None:
+                now.tuning = self._tuner.as_records()
             return now
         total = stats.LoaderStats.merged([*self._stats_before, now])
         total.num_workers, total.worker_method = now.num_workers, now.worker_method
-        total.sources = now.sources
-        total.tuning = self._tuner.as_records()
+        total.sources, total.memory = now.sources, memory
+        total.tuning = self._tuner.as_records() if self._tuner is not None else []
         return total
 
     def reset(
@@ -196,6 +222,8 @@ class DataLoaderIterator:
         self._epoch.discard()
         self._stats_before.clear()
         self._handed_at = None
+        if self._memory is not None:
+            self._memory.measure_next_batch()
         self._length_hint = length_hint
         self._epoch = self._new_epoch(plan, length_hint, epoch, resume)
         self._transport.new_epoch()
@@ -232,13 +260,17 @@ class DataLoaderIterator:
             data = produce()
             waited = time.perf_counter() - started
             epoch.count_batch(waited)
+            if self._timeline is not None:
+                self._timeline.waited(epoch.last_task_id, started, started + waited)
             if self._tuner is not None:
                 self._observe(waited, started, started_cpu)
         epoch.delivered()
+        if self._memory is not None and self._memory.due() and not self.closed:
+            self._check_memory(data)
+        if self._retune_to is not None:
+            workers, self._retune_to = self._retune_to, None
+            self._retune(workers)
         if self._tuner is not None:
-            if self._retune_to is not None:
-                workers, self._retune_to = self._retune_to, None
-                self._retune(workers)
             self._handed_at = (time.perf_counter(), time.thread_time())
         if self._pin_stage is not None or self._convert is None:
             return data
@@ -256,6 +288,44 @@ class DataLoaderIterator:
         step_cpu = called_cpu - self._handed_at[1]
         self._retune_to = self._tuner.observe(waited, step, step_cpu)
 
+    # -- memory_budget ----------------------------------------------------------------------
+
+    def _check_memory(self, batch: Any) -> None:
+        """Measure the loader's memory (memory.py) with ``batch`` just handed out; keep fewer
+        batches in flight, or (num_workers="auto") fewer workers, where the budget asks."""
+        guard, plan = self._memory, self._plan
+        assert guard is not None
+        group = getattr(self._transport, "group", None)
+        pids = group.live_pids() if group is not None else []
+        segments = group.prefix if group is not None else None
+        guard.measure(batch, pids, segments, held=self._epoch.in_flight + 1)
+        try:  # "auto" can always go back to loading in this process
+            guard.check_one_fits(0 if plan.auto_workers else plan.num_workers)
+        except Exception:
+            self.shutdown(grace_s=0.0)
+            raise
+        workers = plan.num_workers
+        if self._workers_after_probe is not None:  # the first batch measured: start them
+            workers = self._retune_to = self._workers_after_probe
+            self._workers_after_probe = None
+        if self._tuner is not None:
+            limited = self._tuner.limit(guard.workers_allowed(workers, prefetch=1))
+            if limited is not None:
+                self._retune_to = workers = limited
+        asked = (plan.prefetch_factor or 1) * workers
+        allowed = max(guard.in_flight_allowed(), 1)
+        if workers and allowed < min(asked, self._in_flight_cap or asked):
+            self._in_flight_cap = allowed
+            self._epoch.limit_in_flight(allowed)
+            if not plan.auto_workers and not self._memory_warned:
+                self._memory_warned = True
+                warn_at_user(
+                    f"memory_budget={describe(guard.budget)}: keeping {allowed} batches in "
+                    f"flight instead of {asked} (prefetch_factor={plan.prefetch_factor} x "
+                    f"num_workers={workers}): a batch is {describe(guard.batch_bytes)} and "
+                    f"the workers hold {describe(guard.workers_bytes)}"
+                )
+
     def _retune(self, workers: int) -> None:
         """Go on with this epoch on ``workers`` workers from the batch it has reached, as a
         resume from its state would: the batches not yet handed out are loaded again by the
@@ -263,6 +333,9 @@ class DataLoaderIterator:
         change = self._tuner.changes[-1] if self._tuner is not None else None
         if change is not None:
             logger.debug("num_workers='auto': %d workers: %s", workers, change.reason)
+            if self._timeline is not None:
+                reason = {"reason": change.reason, **change.measured}
+                self._timeline.instant(time.perf_counter(), f"num_workers={workers}", reason)
         state = self._epoch.position.state()
         self._epoch.absorb_stages(self._transport.stage_readings())
         self._stats_before.append(self._epoch.stats_snapshot())

@@ -117,6 +117,16 @@ class WorkerGroup:
             self.shutdown()
             raise
 
+    def live_pids(self) -> list[int]:
+        """The process ids of the workers running now (for measuring their memory)."""
+        pids = []
+        for process in self.processes:
+            if process is not None:
+                with contextlib.suppress(ValueError):  # closed: it was stopped
+                    if process.is_alive() and process.pid is not None:
+                        pids.append(process.pid)
+        return pids
+
     def worker_prefix(self, worker_id: int) -> str:
         """The segment names of the current process of ``worker_id`` start with this."""
         return f"{self.prefix}w{worker_id}s{self._starts[worker_id]}_"

@@ -60,14 +60,16 @@ class ProcessTransport:
 
     def _event(self, message: Any) -> Event | None:
         if type(message) is tuple:  # a Result as it travels (messages.Result.on_wire)
-            generation, task_id, worker_id, encoded, retired, stages, cpu_s, skipped = message
+            generation, task_id, worker_id, encoded, retired, stages, cpu_s, skipped, marks = (
+                message
+            )
             if retired:
                 self.ledger.forget(retired)
             if generation != self._generation:  # from an epoch that ended early
                 self._give_back(worker_id, encoded)
                 return None
             batch = self.ledger.open(worker_id, encoded)
-            return Loaded(task_id, worker_id, batch, skipped, stages, cpu_s)
+            return Loaded(task_id, worker_id, batch, skipped, stages, cpu_s, marks)
         return None if message.generation != self._generation else from_reply(message)
 
     def _unopened(self, message: Any, error: Exception) -> Event | None:

@@ -92,6 +92,7 @@ class WorkerTuner:
     cores: int
     num_workers: int = 0
     changes: list[Change] = field(default_factory=list)
+    max_workers: int | None = None  # what memory_budget allows (None: no limit)
     _window: _Window = field(default_factory=_Window)
     _quiet_windows: int = 0
     _floor: int = 0  # the loop waited at this count: never shrink to it again
@@ -126,8 +127,10 @@ class WorkerTuner:
             """Batches/s: the workers' pace, the loop's, and what the cores can run."""
             return min(workers / load, 1 / max(step, 1e-9), self.cores / (load + loop_cpu))
 
-        best = max(rate(n) for n in range(1, self.cores + 1))
-        workers = min(n for n in range(1, self.cores + 1) if rate(n) >= GOOD_ENOUGH * best)
+        if self.ceiling == 0:
+            return 0, "memory_budget leaves no room for a worker: in this process"
+        best = max(rate(n) for n in range(1, self.ceiling + 1))
+        workers = min(n for n in range(1, self.ceiling + 1) if rate(n) >= GOOD_ENOUGH * best)
         return workers, (
             f"loading takes {1000 * load:.1f} ms a batch, the loop's step {1000 * step:.1f} ms "
             f"({1000 * loop_cpu:.1f} ms of CPU): {workers} workers give {rate(workers):.1f} "
@@ -139,7 +142,7 @@ class WorkerTuner:
         if waited > WAIT_GROW:
             self._quiet_windows = 0
             self._floor = max(self._floor, self.num_workers)
-            if self.num_workers < self.cores:
+            if self.num_workers < self.ceiling:
                 return self.num_workers + 1, f"the loop waited {100 * waited:.0f}% of the time"
             return self.num_workers, ""
         if waited < WAIT_SHRINK:
@@ -153,6 +156,24 @@ class WorkerTuner:
         else:
             self._quiet_windows = 0
         return self.num_workers, ""
+
+    @property
+    def ceiling(self) -> int:
+        """The most workers it may choose: the usable cores, or fewer where memory says."""
+        return self.cores if self.max_workers is None else min(self.cores, self.max_workers)
+
+    def limit(self, max_workers: int) -> int | None:
+        """memory_budget allows ``max_workers`` at most: the new count when the current one
+        is above it (recorded as a change), else None."""
+        self.max_workers = max_workers
+        if self.num_workers <= max_workers:
+            return None
+        self.num_workers = max_workers
+        at = time.perf_counter() - self._started
+        reason = f"memory_budget allows {max_workers} workers"
+        self.changes.append(Change(at, max_workers, reason, {}))
+        self._window = _Window()
+        return max_workers
 
     def _decide(self, decision: tuple[int, str], window: _Window) -> int | None:
         """Record the probe's decision and every change; the new count when it changed."""

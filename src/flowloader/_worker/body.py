@@ -58,6 +58,7 @@ class WorkerBody:
         self.stream_error: BaseException | None = None
         self.fetcher: Any = None
         self.epoch: int | None = None  # the epoch last handed to this worker's dataset
+        self.task_started = 0.0
 
     def start(self) -> None:
         """Run ``worker_init_fn`` (its error fails every task) and start the stream."""
@@ -95,7 +96,7 @@ class WorkerBody:
         return messages.Failure(task.generation, task.task_id, self.config.worker_id, remote)
 
     def run_task(self, task: messages.Task) -> None:
-        started = time.perf_counter()
+        started = self.task_started = time.perf_counter()
         self._run_task(task)
         if stats.enabled:
             self.clock.task += time.perf_counter() - started
@@ -161,9 +162,13 @@ class WorkerBody:
         self, task: messages.Task, batch: Any, cpu_s: float, retired: tuple[str, ...] = ()
     ) -> messages.Result:
         """The Result for ``batch``, with the stage readings once they are worth sending."""
-        stages = None
-        if stats.enabled and self.clock.task >= STATS_REPORT_S:
-            stages = self.clock.take()
+        stages = marks = None
+        if stats.enabled:
+            clock = self.clock
+            marks = (self.task_started, time.perf_counter(), *(clock.marks or ()))
+            clock.marks = None
+            if clock.task >= STATS_REPORT_S:
+                stages = clock.take()
         return messages.Result(
             task.generation,
             task.task_id,
@@ -173,4 +178,5 @@ class WorkerBody:
             stages,
             cpu_s,
             tuple(self.fetcher.skipped),
+            marks,
         )

@@ -1,0 +1,137 @@
+"""memory_budget: the loader's own memory kept within a budget, measured as the kernel counts
+it.
+
+The loader's memory is its workers' unique memory (USS: their heaps, and the parent's pages
+they have written to, the copy-on-write growth of pytorch#13246) plus the shared-memory
+segments that hold its batches (in flight, waiting in order, held by the loop, and kept by
+the workers for reuse), as the files' allocated blocks (a worker's USS less the segments
+only it maps, so that none counts twice). Thread workers add no
+process; their batches are counted at the bytes of their arrays.
+
+The guard measures at the first batch and then at most every ``CHECK_EVERY_S``; a
+measurement costs a read of each worker's ``smaps_rollup`` and a listing of the segment
+folder. From it, how many batches may be in flight: the budget, less the workers' memory,
+less the batch the loop holds, over the largest batch seen. The iterator lowers its in-flight
+budget to that (num_workers="auto" also caps its workers); one batch and one worker that do
+not fit are an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from .._ipc import shm
+from ..errors import MemoryBudgetError
+from ..resources import process_memory
+
+CHECK_EVERY_S = 0.5
+MB = 1 << 20
+
+
+def batch_bytes(batch: Any) -> int:
+    """The bytes of the arrays in ``batch`` (a collated structure: dicts, sequences, arrays,
+    tensors; anything else counts nothing)."""
+    nbytes = getattr(batch, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes
+    if isinstance(batch, dict):
+        return sum(batch_bytes(value) for value in batch.values())
+    if isinstance(batch, (list, tuple)):
+        return sum(batch_bytes(value) for value in batch)
+    return 0
+
+
+def segment_bytes(prefix: str) -> int:
+    """The allocated bytes of the segment files whose names start with ``prefix``."""
+    total = 0
+    try:
+        with os.scandir(shm.shm_dir()) as entries:
+            for entry in entries:
+                if entry.name.startswith(prefix):
+                    with contextlib.suppress(OSError):  # released while we looked
+                        total += entry.stat().st_blocks * 512
+    except OSError:
+        return 0
+    return total
+
+
+def describe(nbytes: float) -> str:
+    return f"{nbytes / MB:.1f} MB"
+
+
+class MemoryGuard:
+    """What the loader may keep in flight within ``budget`` bytes, from what it measures."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.batch_bytes = 0  # the largest batch seen
+        self.workers_bytes = 0  # the workers' USS at the last measurement
+        self.peak = 0  # the most the loader held at a measurement
+        self.measurements = 0
+        self._next_at = 0.0
+
+    def measure_next_batch(self) -> None:
+        """A new epoch: measure at its first batch."""
+        self._next_at = 0.0
+
+    def due(self) -> bool:
+        """True when a measurement is due (the first batch, then every CHECK_EVERY_S)."""
+        return time.perf_counter() >= self._next_at
+
+    def measure(self, batch: Any, pids: Iterable[int], segments: str | None, held: int) -> int:
+        """Measure, given the batch just handed out, the worker processes, their segments'
+        name prefix (None: batches are not in segments) and the batches held in memory
+        otherwise (thread workers': ``held`` of them). The loader's memory now."""
+        self._next_at = time.perf_counter() + CHECK_EVERY_S
+        self.measurements += 1
+        self.batch_bytes = max(self.batch_bytes, batch_bytes(batch))
+        workers = 0
+        for pid in pids:
+            found = process_memory(pid)
+            if found is not None:  # its segments are counted below, as files
+                workers += found.uss - found.private_shmem
+        self.workers_bytes = workers
+        batches = segment_bytes(segments) if segments is not None else held * self.batch_bytes
+        now = workers + batches
+        self.peak = max(self.peak, now)
+        return now
+
+    def in_flight_allowed(self) -> int:
+        """Batches that may be loading or waiting, beside the one the loop holds."""
+        room = self.budget - self.workers_bytes - self.batch_bytes
+        return max(room // max(self.batch_bytes, 1), 0)
+
+    def workers_allowed(self, workers_now: int, prefetch: int) -> int:
+        """How many workers fit with ``prefetch`` batches each (each as large as the workers
+        measured now are, on average)."""
+        each = self.workers_bytes / workers_now if workers_now else 0.0
+        fits = 0
+        for n in range(1, 1025):
+            if n * each + (n * prefetch + 1) * self.batch_bytes > self.budget:
+                break
+            fits = n
+        return fits
+
+    def check_one_fits(self, workers_now: int) -> None:
+        """Raise MemoryBudgetError when one worker and one batch exceed the budget."""
+        each = self.workers_bytes / workers_now if workers_now else 0.0
+        if each + self.batch_bytes <= self.budget:
+            return
+        worker = f" and a worker's {describe(each)}" if each else ""
+        raise MemoryBudgetError(
+            f"memory_budget={describe(self.budget)} cannot hold one batch of "
+            f"{describe(self.batch_bytes)}{worker}: raise memory_budget, or lower batch_size"
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "budget": self.budget,
+            "peak": self.peak,
+            "batch_bytes": self.batch_bytes,
+            "workers_bytes": self.workers_bytes,
+            "measurements": self.measurements,
+        }
