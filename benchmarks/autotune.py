@@ -1,26 +1,59 @@
-"""num_workers="auto" against a grid of fixed worker counts (issue 41), one whole epoch each,
-warm-up included (a new loader per epoch), interleaved runs.
+"""The self-tuning loader (issue 41): num_workers="auto" against the full grid of fixed
+settings, the time it takes to reach its rate, and its memory against budgets.
 
-Pipelines: flowloader bench's ImageNet training pipeline (float32) and validation pipeline
-(uint8) over its built-in ImageFolder (2,000 JPEGs of 500x375, batch 64), MNIST (the seed
-example's transform, batch 64), and the training pipeline read by a loop that spends 20 ms of
-CPU of its own per batch (its step rate is what counts there). The grid is num_workers 0-3
-with worker processes and prefetch_factor 2 (the tuner sets only the worker count so far).
+1. The grid. For each pipeline, one whole epoch per setting, warm-up included (a new loader
+   each), interleaved: num_workers 0, and 1-4 worker processes or threads at prefetch_factor
+   1, 2 and 4 (25 settings), against "auto" (workers, their kind and prefetch all tuned).
+   Pipelines: flowloader bench's ImageNet training pipeline (float32) and validation pipeline
+   (uint8) over its built-in ImageFolder (2,000 JPEGs of 500x375, batch 64); MNIST (the seed
+   example's transform, batch 64); packed token rows (``Packed`` rows of 4,096 tokens from a
+   2*10^7-token corpus, batch 8); a ``Mixture`` of the folder's two halves (70/30, the
+   training pipeline); and the training pipeline read by a loop that spends 20 ms of CPU of
+   its own per batch (its step rate is what counts there).
+2. Warm-up: one "auto" loader read for ``WARMUP_S`` seconds (epoch after epoch); the time
+   until its rate over the last second first reaches 90% of its rate over the run's last
+   third.
+3. Memory: 20 loaders of the training pipeline (38.5 MB batches), "auto", with budgets from
+   0.5 to 4 GB, each read for ``MEMORY_BATCHES`` batches while a thread samples the loader's
+   memory every 20 ms (its workers' USS less their private segments, its segment files, and
+   the training process's own growth); and a budget too small for one batch.
 
-    python -m benchmarks.autotune [--runs 2] [--json F]
+    python -m benchmarks.autotune [--runs 1] [--json F]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from .common import environment, median, write_json
 
-GRID = (0, 1, 2, 3)
+METHODS = {"multiprocessing": "processes", "thread": "threads"}
+GRID: list[tuple[int, str | None, int | None]] = [(0, None, None)] + [
+    (workers, method, prefetch)
+    for method in METHODS
+    for workers in (1, 2, 3, 4)
+    for prefetch in (1, 2, 4)
+]
 LOOP_CPU_S = 0.020
+WARMUP_S = 12.0
+MEMORY_BATCHES = 24
+MB = 1 << 20
+
+
+def setting_name(workers: Any, method: str | None = None, prefetch: int | None = None) -> str:
+    if workers == "auto":
+        return "auto"
+    if not workers:
+        return "in process"
+    return f"{workers} {METHODS[method or 'multiprocessing']}, prefetch {prefetch}"
 
 
 def _busy(seconds: float) -> None:
@@ -30,10 +63,8 @@ def _busy(seconds: float) -> None:
         pass
 
 
-def epoch_rate(make: Callable[[], Any], loop_cpu_s: float) -> tuple[float, Any]:
-    """Batches/s over one whole epoch of a new loader (start-up included), and its iterator's
-    tuning record."""
-    loader = make()
+def epoch_rate(loader: Any, loop_cpu_s: float) -> tuple[float, Any]:
+    """Batches/s over one whole epoch of ``loader`` (start-up included), and its tuning."""
     start = time.perf_counter()
     iterator = iter(loader)
     batches = 0
@@ -45,13 +76,36 @@ def epoch_rate(make: Callable[[], Any], loop_cpu_s: float) -> tuple[float, Any]:
     return rate, iterator.stats().tuning
 
 
-def pipelines() -> dict[str, tuple[Callable[[], Any], float]]:
-    """name -> (dataset factory, the loop's CPU seconds per batch)."""
+class Pipeline:
+    """A dataset factory, its batch size and the loop's CPU per batch."""
+
+    def __init__(self, make: Callable[[], Any], batch_size: int, loop_cpu_s: float = 0.0):
+        self.make, self.batch_size, self.loop_cpu_s = make, batch_size, loop_cpu_s
+
+    def loader(self, ds: Any, workers: Any, method: str | None, prefetch: int | None) -> Any:
+        import flowloader as fl
+
+        options: dict[str, Any] = {}
+        if workers != "auto" and workers:
+            options = {"worker_method": method, "prefetch_factor": prefetch}
+        return fl.DataLoader(
+            ds,
+            batch_size=self.batch_size,
+            shuffle=True,
+            generator=0,
+            num_workers=workers,
+            **options,
+        )
+
+
+def pipelines() -> dict[str, Pipeline]:
+    import flowloader as fl
     from flowloader.cli import pipelines as bench_pipelines
     from flowloader.cli import sample_data
+    from flowloader.text import Packed, TokenDataset
     from flowloader.vision import datasets, transforms
 
-    from . import mnist
+    from . import mnist, packing
 
     root = sample_data.builtin("imagenet-like")
 
@@ -63,72 +117,251 @@ def pipelines() -> dict[str, tuple[Callable[[], Any], float]]:
         transform = transforms.Compose([transforms.ToTensor(), normalize])
         return datasets.MNIST(mnist.ensure_data(), train=True, transform=transform)
 
+    def packed_rows() -> Any:
+        return Packed(TokenDataset(packing.corpus(2 * 10**7)), 4096)
+
+    def mixture() -> Any:
+        folder = imagenet("imagenet-train")()
+        halves = {
+            "even": fl.Subset(folder, range(0, len(folder), 2)),
+            "odd": fl.Subset(folder, range(1, len(folder), 2)),
+        }
+        return fl.Mixture(halves, {"even": 0.7, "odd": 0.3}, seed=0)
+
     return {
-        "imagenet-train float32": (imagenet("imagenet-train"), 0.0),
-        "imagenet-val uint8": (imagenet("imagenet-val", uint8=True), 0.0),
-        "MNIST": (mnist_dataset, 0.0),
-        "imagenet-train, loop with 20 ms CPU per batch": (imagenet("imagenet-train"), LOOP_CPU_S),
+        "imagenet-train float32": Pipeline(imagenet("imagenet-train"), 64),
+        "imagenet-val uint8": Pipeline(imagenet("imagenet-val", uint8=True), 64),
+        "MNIST": Pipeline(mnist_dataset, 64),
+        "packed token rows": Pipeline(packed_rows, 8),
+        "Mixture of two folders": Pipeline(mixture, 64),
+        "imagenet-train, loop with 20 ms CPU per batch": Pipeline(
+            imagenet("imagenet-train"), 64, LOOP_CPU_S
+        ),
     }
 
 
-def measure(runs: int) -> list[dict[str, Any]]:
-    import flowloader as fl
+# -- 1. the grid -------------------------------------------------------------------------
 
+
+def decision(change: dict[str, Any]) -> tuple[Any, ...]:
+    """(seconds, workers, kind, prefetch) of one tuning change."""
+    kind = METHODS.get(change["worker_method"], "") if change["num_workers"] else "in process"
+    return (round(change["at_s"], 2), change["num_workers"], kind, change["prefetch_factor"])
+
+
+def grid(runs: int) -> list[dict[str, Any]]:
     records = []
-    for name, (factory, loop_cpu_s) in pipelines().items():
-        ds = factory()
-        settings: dict[str, Any] = {f"num_workers={w}": w for w in GRID}
-        settings["auto"] = "auto"
-        rates: dict[str, list[float]] = {key: [] for key in settings}
+    for name, pipeline in pipelines().items():
+        print(f"grid: {name}", flush=True)
+        ds = pipeline.make()
+        settings = [*GRID, ("auto", None, None)]
+        rates: dict[str, list[float]] = {setting_name(*s): [] for s in settings}
         decisions: list[Any] = []
         for _ in range(runs):
-            for key, workers in settings.items():
-
-                def make(workers: Any = workers, ds: Any = ds) -> Any:
-                    return fl.DataLoader(
-                        ds, batch_size=64, shuffle=True, generator=0, num_workers=workers
-                    )
-
-                rate, tuning = epoch_rate(make, loop_cpu_s)
-                rates[key].append(rate)
-                if workers == "auto":
-                    decisions.append([(round(c["at_s"], 2), c["num_workers"]) for c in tuning])
+            for setting in settings:
+                loader = pipeline.loader(ds, *setting)
+                rate, tuning = epoch_rate(loader, pipeline.loop_cpu_s)
+                rates[setting_name(*setting)].append(rate)
+                if setting[0] == "auto":
+                    decisions.append([decision(c) for c in tuning])
         records.append({"pipeline": name, "rates": rates, "auto_decisions": decisions})
     return records
 
 
-def table(records: list[dict[str, Any]]) -> str:
-    head = " | ".join(f"{w} workers" for w in GRID)
+def best_of(rates: dict[str, float], kind: str) -> str:
+    """The best rate among the settings of ``kind`` ("processes", "threads"), with which."""
+    key = max((k for k in rates if kind in k), key=lambda k: rates[k])
+    return f"{rates[key]:.1f} ({key.replace(' ' + kind, '')})"
+
+
+def grid_table(records: list[dict[str, Any]]) -> str:
     lines = [
-        f"| pipeline | {head} | auto | auto / best | auto's decisions (s, workers) |",
-        "| --- | " + "---: | " * (len(GRID) + 2) + "--- |",
+        "| pipeline | in process | best processes | best threads | auto | auto / best | "
+        "auto's decisions (s, workers, kind, prefetch) |",
+        "| --- | ---: | --- | --- | ---: | ---: | --- |",
     ]
     ratios = []
     for record in records:
         medians = {key: median(values) for key, values in record["rates"].items()}
-        best = max(v for k, v in medians.items() if k != "auto")
+        fixed = {k: v for k, v in medians.items() if k != "auto"}
+        best = max(fixed.values())
         ratio = medians["auto"] / best
         ratios.append(ratio)
-        cells = " | ".join(f"{medians[f'num_workers={w}']:.1f}" for w in GRID)
-        decisions = record["auto_decisions"][-1]
+
         lines.append(
-            f"| {record['pipeline']} | {cells} | {medians['auto']:.1f} | {ratio:.2f}x | "
-            f"{decisions} |"
+            f"| {record['pipeline']} | {medians['in process']:.1f} | "
+            f"{best_of(fixed, 'processes')} | {best_of(fixed, 'threads')} | "
+            f"{medians['auto']:.1f} | {ratio:.2f}x | "
+            f"{record['auto_decisions'][-1]} |"
         )
-    lines += ["", f"auto / best grid point: mean {sum(ratios) / len(ratios):.2f}x"]
+    lines += ["", f"auto / best grid point: mean {sum(ratios) / len(ratios):.2f}x, "]
+    lines[-1] += f"lowest {min(ratios):.2f}x. Batches/s over whole epochs."
+    return "\n".join(lines)
+
+
+# -- 2. warm-up ---------------------------------------------------------------------------
+
+
+def warmup() -> list[dict[str, Any]]:
+    records = []
+    for name, pipeline in pipelines().items():
+        print(f"warm-up: {name}", flush=True)
+        loader = pipeline.loader(pipeline.make(), "auto", None, None)
+        start = time.perf_counter()
+        stamps: list[float] = []
+        while time.perf_counter() - start < WARMUP_S:
+            for _ in loader:
+                if pipeline.loop_cpu_s:
+                    _busy(pipeline.loop_cpu_s)
+                stamps.append(time.perf_counter() - start)
+                if stamps[-1] >= WARMUP_S:
+                    break
+        records.append({"pipeline": name, **time_to_90(np.array(stamps))})
+    return records
+
+
+def time_to_90(stamps: np.ndarray) -> dict[str, float]:
+    """The rate over the run's last third, and the first time the rate over the second
+    before reached 90% of it."""
+    end = stamps[-1]
+    final = np.count_nonzero(stamps >= end * 2 / 3) / (end / 3)
+    reached = end
+    for t in stamps:
+        if t < 1.0:
+            continue
+        if np.count_nonzero((stamps > t - 1.0) & (stamps <= t)) >= 0.9 * final:
+            reached = float(t)
+            break
+    return {"final_rate": float(final), "seconds_to_90": reached}
+
+
+# -- 3. memory ----------------------------------------------------------------------------
+
+
+class LoaderMemory:
+    """Samples, every 20 ms, the loader's memory: its worker processes' USS less their
+    private segments, the segment files, and this process's growth since the start."""
+
+    def __init__(self) -> None:
+        from flowloader import resources
+
+        self._resources = resources
+        self._base = self._own()
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _own(self) -> int:
+        found = self._resources.process_memory(os.getpid())
+        return 0 if found is None else found.uss - found.private_shmem
+
+    def now(self) -> int:
+        from flowloader._ipc import shm
+        from flowloader._iter.memory import segment_bytes
+
+        total = max(self._own() - self._base, 0) + segment_bytes(shm.process_prefix())
+        for child in multiprocessing.active_children():
+            if child.name.startswith("flowloader-worker") and child.pid is not None:
+                found = self._resources.process_memory(child.pid)
+                if found is not None:
+                    total += found.uss - found.private_shmem
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, self.now())
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def memory_runs() -> dict[str, Any]:
+    import flowloader as fl
+    from flowloader.errors import MemoryBudgetError
+
+    pipeline = pipelines()["imagenet-train float32"]
+    ds = pipeline.make()
+    budgets = np.geomspace(512 * MB, 4096 * MB, 20).astype(int)
+    runs = []
+    for budget in budgets:
+        loader = fl.DataLoader(
+            ds, batch_size=64, shuffle=True, generator=0, num_workers="auto",
+            memory_budget=int(budget),
+        )  # fmt: skip
+        watch = LoaderMemory()
+        iterator = iter(loader)
+        for count, _ in enumerate(iterator, 1):
+            if count >= MEMORY_BATCHES:
+                break
+        stats = iterator.stats()
+        iterator.shutdown()
+        peak = watch.stop()
+        runs.append(
+            {
+                "budget": int(budget),
+                "peak": peak,
+                "guard_peak": stats.memory["peak"] if stats.memory else None,
+                "batch_bytes": stats.memory["batch_bytes"] if stats.memory else None,
+                "setting": (stats.num_workers, stats.worker_method),
+            }
+        )
+        print(f"budget {budget / MB:.0f} MB: peak {peak / MB:.0f} MB", flush=True)
+    error = ""
+    try:
+        loader = fl.DataLoader(ds, batch_size=64, num_workers=2, memory_budget=32 * MB)
+        next(iter(loader))
+    except MemoryBudgetError as found:
+        error = str(found)
+    workers_left = [c.name for c in multiprocessing.active_children()]
+    return {"runs": runs, "too_small": error, "children_after": workers_left}
+
+
+def memory_table(record: dict[str, Any]) -> str:
+    lines = [
+        "| budget MB | peak loader memory MB | peak / budget | auto's setting at the end |",
+        "| ---: | ---: | ---: | --- |",
+    ]
+    for run in record["runs"]:
+        workers, method = run["setting"]
+        lines.append(
+            f"| {run['budget'] / MB:.0f} | {run['peak'] / MB:.0f} | "
+            f"{run['peak'] / run['budget']:.2f} | {workers} {method or 'in process'} |"
+        )
+    over = sum(run["peak"] > run["budget"] for run in record["runs"])
+    lines += [
+        "",
+        f"Runs over budget: {over} of {len(record['runs'])}. A 32 MB budget with 38.5 MB "
+        f"batches: {record['too_small']!r}; processes left after it: "
+        f"{record['children_after'] or 'none'}.",
+    ]
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--skip", nargs="*", default=[], choices=["grid", "warmup", "memory"])
     parser.add_argument("--json")
     args = parser.parse_args()
     print(environment())
-    records = measure(args.runs)
-    print("batches/s over one whole epoch (new loader each; medians of interleaved runs)")
-    print(table(records))
-    write_json(args.json, records)
+    out: dict[str, Any] = {}
+    if "grid" not in args.skip:
+        out["grid"] = grid(args.runs)
+        print(grid_table(out["grid"]))
+    if "warmup" not in args.skip:
+        out["warmup"] = warmup()
+        for r in out["warmup"]:
+            print(
+                f"{r['pipeline']}: final {r['final_rate']:.1f} batches/s, 90% of it after "
+                f"{r['seconds_to_90']:.1f} s"
+            )
+    if "memory" not in args.skip:
+        out["memory"] = memory_runs()
+        print(memory_table(out["memory"]))
+    write_json(args.json, [out])
 
 
 if __name__ == "__main__":

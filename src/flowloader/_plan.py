@@ -74,8 +74,11 @@ class LoadPlan:
     max_worker_restarts: int = 0
     # worker_method="ray": options for the worker actors (num_cpus, resources, ...).
     ray_options: Mapping[str, Any] | None = None
-    # num_workers="auto": num_workers is where the epoch starts; the tuner changes it.
+    # num_workers="auto": num_workers is where the epoch starts; the tuner changes it, and
+    # worker_method and prefetch_factor where they were left to it.
     auto_workers: bool = False
+    auto_method: bool = False
+    auto_prefetch: bool = False
     # The loader's own memory, in bytes (workers and batches: _iter/memory.py), and whether
     # the user gave it (then the first batch is measured before any worker starts).
     memory_budget: int = 0
@@ -178,6 +181,31 @@ RAY_FIXED_OPTIONS = (
     "namespace",
     "get_if_exists",
 )
+
+
+def _auto_knobs(
+    auto_workers: bool, worker_method: Any, prefetch_factor: Any, context: Any
+) -> tuple[Any, bool, Any, bool]:
+    """(worker_method, whether the tuner chooses it, prefetch_factor, whether the tuner
+    tunes it). With num_workers="auto", both are "auto" unless given (or, for the method,
+    a multiprocessing_context is given); "auto" needs num_workers="auto"."""
+    for name, value in (("worker_method", worker_method), ("prefetch_factor", prefetch_factor)):
+        if value == AUTO and not auto_workers:
+            raise ValueError(
+                f"{name}={AUTO!r} needs num_workers={AUTO!r}: the tuner sets it with the "
+                "worker count"
+            )
+    if worker_method is None:
+        worker_method = AUTO if auto_workers and context is None else "multiprocessing"
+    auto_method = worker_method == AUTO
+    auto_prefetch = auto_workers and prefetch_factor in (None, AUTO)
+    # The tuner starts from worker processes and prefetch_factor's default.
+    return (
+        "multiprocessing" if auto_method else worker_method,
+        auto_method,
+        None if prefetch_factor == AUTO else prefetch_factor,
+        auto_prefetch,
+    )
 
 
 def _check_worker_method(
@@ -283,19 +311,22 @@ def resolve(arguments: Mapping[str, Any], defaults: Defaults = NUMPY_DEFAULTS) -
         arguments["multiprocessing_context"],
         arguments["generator"],
     )
-    prefetch_factor = _check_workers(num_workers, timeout, prefetch_factor, persistent_workers)
     auto_workers = num_workers == AUTO
+    worker_method, auto_method, prefetch_factor, auto_prefetch = _auto_knobs(
+        auto_workers, arguments["worker_method"], prefetch_factor, multiprocessing_context
+    )
+    prefetch_factor = _check_workers(num_workers, timeout, prefetch_factor, persistent_workers)
     if auto_workers:
         num_workers = 0
     _output.check_output(output)
     skip_types = check_policy(skip_errors, max_skipped)
     _check_worker_method(
-        arguments["worker_method"],
+        worker_method,
         multiprocessing_context,
         arguments["max_worker_restarts"],
         1 if auto_workers else num_workers,
     )
-    ray_options = _check_ray_options(arguments["ray_options"], arguments["worker_method"])
+    ray_options = _check_ray_options(arguments["ray_options"], worker_method)
     context = resolve_context(multiprocessing_context, 1 if auto_workers else num_workers)
     generator = _seed.resolve_generator(generator)
     if generator is None:
@@ -360,10 +391,12 @@ def resolve(arguments: Mapping[str, Any], defaults: Defaults = NUMPY_DEFAULTS) -
         output=output,
         skip_errors=skip_types,
         max_skipped=max_skipped,
-        worker_method=arguments["worker_method"],
+        worker_method=worker_method,
         max_worker_restarts=int(arguments["max_worker_restarts"]),
         ray_options=ray_options,
         auto_workers=auto_workers,
+        auto_method=auto_method,
+        auto_prefetch=auto_prefetch,
         memory_budget=resolve_memory_budget(arguments["memory_budget"]),
         memory_budget_given=arguments["memory_budget"] is not None,
     )

@@ -30,6 +30,8 @@ _PRIVATE_ATTRIBUTES = {
     "multiprocessing_context": "_multiprocessing_context",
     "auto_workers": "_auto_workers",
     "memory_budget_given": "_memory_budget_given",
+    "auto_method": "_auto_method",
+    "auto_prefetch": "_auto_prefetch",
 }
 _PLAN_ATTRIBUTES = {
     f.name: _PRIVATE_ATTRIBUTES.get(f.name, f.name) for f in dataclasses.fields(_plan.LoadPlan)
@@ -65,7 +67,8 @@ class DataLoader(Generic[T_co]):
     samples seen so far), past which ``TooManySkippedError`` lists them. Batches stay the same
     for any ``num_workers``, and resuming from ``state_dict()`` stays exact.
 
-    ``worker_method="thread"`` (PyTorch's spelling; ``"multiprocessing"`` is the default)
+    ``worker_method="thread"`` (PyTorch's spelling; ``"multiprocessing"`` is the default,
+    ``"auto"`` with ``num_workers="auto"``)
     runs the ``num_workers`` workers as threads of this process: batches are handed over
     without shared memory or pickling, and come out exactly as with processes. They gain where
     loading releases the GIL (image decoding, NumPy) or on free-threaded Python; see
@@ -99,7 +102,7 @@ class DataLoader(Generic[T_co]):
     generator: Any
     num_workers: int  # or "auto" (then _auto_workers)
     _auto_workers: bool
-    prefetch_factor: int | None
+    prefetch_factor: int | None  # or "auto"
     persistent_workers: bool
     timeout: float
     worker_init_fn: Callable[[int], None] | None
@@ -114,6 +117,8 @@ class DataLoader(Generic[T_co]):
     ray_options: dict[str, Any] | None
     memory_budget: int  # bytes
     _memory_budget_given: bool
+    _auto_method: bool
+    _auto_prefetch: bool
     _iterable: bool
 
     def __init__(
@@ -139,7 +144,7 @@ class DataLoader(Generic[T_co]):
         output: str = "numpy",
         skip_errors: type[Exception] | tuple[type[Exception], ...] | None = None,
         max_skipped: int | float | None = None,
-        worker_method: str = "multiprocessing",
+        worker_method: str | None = None,
         max_worker_restarts: int = 0,
         ray_options: dict[str, Any] | None = None,
         memory_budget: int | float | None = None,
@@ -149,8 +154,12 @@ class DataLoader(Generic[T_co]):
         plan = _plan.resolve(arguments, self._defaults(output))
         for field, attribute in _PLAN_ATTRIBUTES.items():
             object.__setattr__(self, attribute, getattr(plan, field))
-        if plan.auto_workers:
+        if plan.auto_workers:  # what the tuner sets reads "auto" (the plan has where it starts)
             object.__setattr__(self, "num_workers", _plan.AUTO)
+            if plan.auto_method:
+                object.__setattr__(self, "worker_method", _plan.AUTO)
+            if plan.auto_prefetch:
+                object.__setattr__(self, "prefetch_factor", _plan.AUTO)
         self._IterableDataset_len_called: int | None = None
         self._iterator: Any = None
         self._epochs_started = 0
@@ -195,7 +204,12 @@ class DataLoader(Generic[T_co]):
         """The loader's current settings, frozen for one iterator."""
         values = {field: getattr(self, attribute) for field, attribute in _PLAN_ATTRIBUTES.items()}
         if values["auto_workers"]:  # each epoch starts where the tuner has got to
-            values["num_workers"] = self._worker_tuner().num_workers
+            tuner = self._worker_tuner()
+            values["num_workers"] = tuner.num_workers
+            if values["auto_method"]:
+                values["worker_method"] = tuner.method
+            if values["auto_prefetch"]:
+                values["prefetch_factor"] = tuner.prefetch
         return _plan.LoadPlan(**values)
 
     def _next_epoch(self) -> tuple[int, dict[str, Any] | None]:
@@ -232,7 +246,13 @@ class DataLoader(Generic[T_co]):
         """num_workers="auto"'s tuner: one per loader, so that every epoch starts on the
         count it has reached and the probe runs once."""
         if self._tuner is None:
-            self._tuner = WorkerTuner(resources.usable_cores())
+            methods = ("multiprocessing", "thread") if self._auto_method else (self.worker_method,)
+            prefetch = (
+                _plan.DEFAULT_PREFETCH_FACTOR if self._auto_prefetch else self.prefetch_factor
+            )
+            self._tuner = WorkerTuner(
+                resources.usable_cores(), methods, prefetch or 1, self._auto_prefetch
+            )
         return self._tuner
 
     def _get_iterator(self) -> DataLoaderIterator:

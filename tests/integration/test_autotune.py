@@ -5,14 +5,16 @@ the real tuner stays in process for cheap loading and starts workers for heavy l
 from __future__ import annotations
 
 import json
+import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
 
 import flowloader as fl
 import flowloader.dataloader as dataloader_module
-from flowloader._iter.tuning import Change
+from flowloader._iter.tuning import Change, Setting
 
 
 class Slowish(fl.Dataset):
@@ -31,24 +33,32 @@ class Slowish(fl.Dataset):
 
 
 class Scripted:
-    """A tuner that changes the workers after the batches its script names."""
+    """A tuner that changes the workers after the batches its script names (their kind and
+    prefetch stay the loader's)."""
 
-    def __init__(self, script: dict[int, int]) -> None:
+    methods: tuple[str, ...] = ()  # the loader's own: no GIL probe
+    method = "multiprocessing"  # where worker_method is left to the tuner
+    prefetch = 2
+    probing = False
+
+    def __init__(self, script: dict[int, int | Setting]) -> None:
         self.script, self.seen, self.changes = script, 0, []
         self.num_workers = 0
 
-    def __call__(self, cores: int) -> Scripted:
+    def __call__(self, *args: Any) -> Scripted:
         return self
 
-    def observe(self, wait_s: float, step_s: float, step_cpu_s: float) -> int | None:
+    def observe(self, *measured: Any) -> Setting | None:
         self.seen += 1
-        workers = self.script.get(self.seen)
-        if workers is not None:
-            self.changes.append(Change(0.0, workers, f"scripted at {self.seen}", {}))
-            self.num_workers = workers
-        return workers
+        found = self.script.get(self.seen)
+        if found is None:
+            return None
+        setting = found if isinstance(found, Setting) else Setting(found)
+        self.changes.append(Change(0.0, setting.num_workers, f"scripted at {self.seen}", {}))
+        self.num_workers = setting.num_workers
+        return setting
 
-    def limit(self, max_workers: int) -> int | None:
+    def limit(self, max_workers: int) -> Setting | None:
         return None  # the script decides (the default memory_budget never binds here)
 
     def as_records(self) -> list[dict]:
@@ -216,3 +226,72 @@ def test_random_resume_points_while_the_tuner_changes_workers(monkeypatch) -> No
 @pytest.mark.timeout(1800)
 def test_a_hundred_random_resume_points_while_the_tuner_changes_workers(monkeypatch) -> None:
     resume_points_while_tuning(monkeypatch, 100)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("method", ["multiprocessing", "thread"])
+def test_prefetch_changes_mid_epoch_keep_every_batch(monkeypatch, method) -> None:
+    """Deeper and shallower prefetch with workers running: only what is kept in flight
+    changes."""
+    ds = Slowish(n=160)
+    expected = reference(ds, shuffle=True, generator=4)
+    script = {2: 2, 5: Setting(2, None, 4), 14: Setting(2, None, 1), 25: Setting(3, None, 2)}
+    monkeypatch.setattr(dataloader_module, "WorkerTuner", Scripted(script))
+    loader = fl.DataLoader(
+        ds, batch_size=4, shuffle=True, generator=4, num_workers="auto", worker_method=method
+    )
+    iterator = iter(loader)
+    got, in_flight = [], []
+    for batch in iterator:
+        got.append(batch.tolist())
+        in_flight.append(iterator.stats().in_flight)
+    assert got == expected
+    assert max(in_flight[6:14]) <= 8
+    assert max(in_flight[21:25]) <= 2  # one each, once the 8 sent before have drained
+
+
+class GilFree(Slowish):
+    """Loading that sleeps (lets go of the GIL)."""
+
+
+class GilBound(Slowish):
+    """Loading that runs Python for its whole time."""
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        end = time.perf_counter() + self.delay_s
+        while time.perf_counter() < end:
+            pass
+        return np.array([i, fl.sample_rng().integers(0, 1000)])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("kind", "chosen"), [(GilFree, "thread"), (GilBound, "process")])
+def test_the_tuner_measures_the_gil_to_choose_threads_or_processes(kind, chosen) -> None:
+    ds = kind(n=96, delay_s=0.004)
+    loader = fl.DataLoader(ds, batch_size=4, num_workers="auto", generator=7)
+    assert loader.worker_method == "auto"
+    iterator = iter(loader)
+    got = [batch.tolist() for batch in iterator]
+    assert got == reference(ds, generator=7)
+    stats = iterator.stats()
+    assert stats.num_workers >= 1, stats.tuning
+    assert stats.worker_method == chosen, stats.tuning
+    probe = stats.tuning[0]
+    assert (probe["measured"]["gil_held"] < 0.5) == (chosen == "thread")
+    assert not any(t.name == "flowloader-gil-sampler" for t in threading.enumerate())
+
+
+def test_worker_method_and_prefetch_are_the_tuners_unless_given() -> None:
+    ds = np.arange(8)
+    auto = fl.DataLoader(ds, num_workers="auto")
+    assert (auto.worker_method, auto.prefetch_factor) == ("auto", "auto")
+    given = fl.DataLoader(ds, num_workers="auto", worker_method="thread", prefetch_factor=3)
+    assert (given.worker_method, given.prefetch_factor) == ("thread", 3)
+    assert given._worker_tuner().methods == ("thread",)
+    assert not given._worker_tuner().tune_prefetch
+    with_context = fl.DataLoader(ds, num_workers="auto", multiprocessing_context="spawn")
+    assert with_context.worker_method == "multiprocessing"
+    assert fl.DataLoader(ds, num_workers=2).worker_method == "multiprocessing"
+    for name in ("worker_method", "prefetch_factor"):
+        with pytest.raises(ValueError, match=f"{name}='auto' needs num_workers='auto'"):
+            fl.DataLoader(ds, num_workers=2, **{name: "auto"})

@@ -149,7 +149,12 @@ def test_auto_removes_a_worker_when_the_workers_memory_grows(measure_every_batch
     ds = Megabytes(n=96, delay_s=0.004)
     expected = firsts(fl.DataLoader(ds, batch_size=4))
     loader = fl.DataLoader(
-        ds, batch_size=4, num_workers="auto", memory_budget=300 * MB, worker_init_fn=Hog(200)
+        ds,
+        batch_size=4,
+        num_workers="auto",
+        worker_method="multiprocessing",  # threads would share one process's memory
+        memory_budget=300 * MB,
+        worker_init_fn=Hog(200),
     )
     got, workers, iterator = read(loader, "num_workers")
     assert got == expected

@@ -157,7 +157,8 @@ def test_tuning_changes_are_instant_events_and_batches_keep_their_numbers(
     loader = fl.DataLoader(Marked(), batch_size=4, num_workers="auto")
     events, batches, _, _ = traced(loader, tmp_path / "trace.json")
     instants = [e for e in events if e["ph"] == "i"]
-    assert [e["name"] for e in instants] == ["num_workers=2", "num_workers=1"]
+    names = [e["name"] for e in instants]
+    assert names == [f"num_workers={n} multiprocessing prefetch_factor=2" for n in (2, 1)]
     assert [e["args"]["reason"] for e in instants] == ["scripted at 3", "scripted at 7"]
     waits = [e["args"]["batch"] for e in events if e["name"] == "wait for data"]
     assert waits == list(range(len(batches)))

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from flowloader._iter.tuning import WorkerTuner
+from flowloader._iter.tuning import PROCESSES, THREADS, Setting, WorkerTuner
 
 
-def feed(tuner: WorkerTuner, batches: int, wait: float, step: float, cpu: float = 0.0) -> list:
-    """``batches`` observations; the decisions that came back."""
-    return [d for _ in range(batches) if (d := tuner.observe(wait, step, cpu)) is not None]
+def feed(
+    tuner: WorkerTuner, batches: int, wait: float, step: float, cpu: float = 0.0, **more
+) -> list:
+    """``batches`` observations; the worker counts of the decisions that came back."""
+    return [s.num_workers for s in decisions(tuner, batches, wait, step, cpu, **more)]
+
+
+def decisions(
+    tuner: WorkerTuner, batches: int, wait: float, step: float, cpu: float = 0.0, **more
+) -> list[Setting]:
+    """``batches`` observations; the settings that came back."""
+    found = (tuner.observe(wait, step, cpu, **more) for _ in range(batches))
+    return [s for s in found if s is not None]
 
 
 def test_cheap_loading_stays_in_process() -> None:
@@ -61,3 +71,82 @@ def test_windows_need_batches_and_time() -> None:
     assert feed(tuner, 1, wait=0.0001, step=0.0001) == []  # 8 batches, but 0.7 s
     assert feed(tuner, 16, wait=0.01, step=0.01) == [2]  # a second on: the loop waited
     assert tuner.as_records()[-1]["num_workers"] == 2
+
+
+def both_methods(cores: int, **options) -> WorkerTuner:
+    return WorkerTuner(cores=cores, methods=(PROCESSES, THREADS), **options)
+
+
+def test_loading_that_lets_go_of_the_gil_gets_threads() -> None:
+    tuner = both_methods(cores=4)
+    [setting] = decisions(tuner, 2, wait=0.04, step=0.02, gil_held=0.1)
+    assert setting == Setting(2, THREADS, 2)
+    assert "threads (the loading holds the GIL 10% of its time)" in tuner.changes[0].reason
+    assert tuner.changes[0].measured["gil_held"] == 0.1
+
+
+def test_loading_that_holds_the_gil_gets_processes() -> None:
+    tuner = both_methods(cores=4)
+    [setting] = decisions(tuner, 2, wait=0.04, step=0.02, gil_held=0.7)
+    assert setting == Setting(2, PROCESSES, 2)
+    assert "processes (the loading holds the GIL 70% of its time" in tuner.changes[0].reason
+
+
+def test_the_loops_own_cpu_counts_as_holding_the_gil() -> None:
+    """20 ms of the loop's CPU and 5 ms of the loading's GIL: one GIL for 25 ms a batch
+    would cap 3 threads at 40 batches/s, where processes load 57 (what 4 cores run)."""
+    tuner = both_methods(cores=4)
+    [setting] = decisions(tuner, 2, wait=0.05, step=0.02, cpu=0.02, gil_held=0.1)
+    assert setting.worker_method == PROCESSES
+
+
+def test_an_unmeasured_gil_gets_processes_and_one_method_is_kept() -> None:
+    tuner = both_methods(cores=4)
+    assert decisions(tuner, 2, wait=0.04, step=0.02)[0].worker_method == PROCESSES
+    assert "the GIL was not measured" in tuner.changes[0].reason
+    given = WorkerTuner(cores=4, methods=(THREADS,))
+    assert decisions(given, 2, wait=0.04, step=0.02, gil_held=0.9)[0].worker_method == THREADS
+
+
+def test_threads_turn_into_processes_when_another_would_wait_for_the_gil() -> None:
+    tuner = both_methods(cores=8)
+    # 40 ms loads, 30% of it under the GIL: 12 ms a batch serialised, ~83 batches/s at most
+    assert decisions(tuner, 2, wait=0.04, step=0.02, gil_held=0.3)[0] == Setting(2, THREADS, 2)
+    [grown] = decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.2)
+    assert grown == Setting(3, THREADS, 2)  # 3 threads: 75 batches/s, within reach
+    [grown] = decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.3)
+    assert grown == Setting(4, PROCESSES, 2)  # 4 would want 100: processes
+    assert "threads would give 83.3 batches/s" in tuner.changes[-1].reason
+
+
+def test_prefetch_deepens_when_the_loop_waits_on_idle_workers() -> None:
+    tuner = WorkerTuner(cores=4, prefetch=2, tune_prefetch=True)
+    assert feed(tuner, 2, wait=0.04, step=0.04) == [1]
+    # Waiting 33% of the time while the one worker loaded only half of it: not throughput
+    [deeper] = decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.075)
+    assert deeper == Setting(1, PROCESSES, 3)
+    assert "busy 50%: deeper prefetch" in tuner.changes[-1].reason
+    [deeper] = decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.075)
+    assert deeper.prefetch_factor == 4
+    assert decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.075) == [Setting(2, PROCESSES, 4)]
+
+
+def test_prefetch_stays_as_given_and_busy_workers_get_company() -> None:
+    fixed = WorkerTuner(cores=4, prefetch=2, tune_prefetch=False)
+    feed(fixed, 2, wait=0.04, step=0.04)
+    assert decisions(fixed, 8, wait=0.05, step=0.1, busy_s=0.075) == [Setting(2, PROCESSES, 2)]
+    tuned = WorkerTuner(cores=4, prefetch=2, tune_prefetch=True)
+    feed(tuned, 2, wait=0.04, step=0.04)
+    # The worker loaded the whole window: more of them, not more ahead
+    assert decisions(tuned, 8, wait=0.05, step=0.1, busy_s=0.15) == [Setting(2, PROCESSES, 2)]
+
+
+def test_a_memory_limit_lowers_the_count_and_caps_what_comes_later() -> None:
+    tuner = WorkerTuner(cores=8)
+    assert feed(tuner, 2, wait=0.08, step=0.02) == [4]
+    assert tuner.limit(2) == Setting(2, PROCESSES, 2)
+    assert tuner.changes[-1].reason == "memory_budget allows 2 workers"
+    assert tuner.limit(3) is None
+    assert feed(tuner, 16, wait=0.05, step=0.1) == [3]  # up to the new limit, no further
+    assert feed(tuner, 16, wait=0.05, step=0.1) == []
+    assert WorkerTuner(cores=4, max_workers=0).observe(0.05, 0.01, 0.0) is None

@@ -333,6 +333,10 @@ class Epoch:
             return False
         return True
 
+    def set_in_flight(self, batches: int) -> None:
+        """Keep ``batches`` loading or waiting from now on (a new prefetch_factor)."""
+        self._dispatcher.budget = max(batches, 1)
+
     def limit_in_flight(self, batches: int) -> None:
         """Keep at most ``batches`` loading or waiting from now on (memory_budget)."""
         self._dispatcher.budget = min(self._dispatcher.budget, batches)

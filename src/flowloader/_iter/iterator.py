@@ -22,6 +22,7 @@ from .._plan import LoadPlan
 from .._warn import warn_at_user
 from ..timeline import Timeline
 from .epoch import Epoch
+from .gil import GilSampler
 from .in_process import InProcessTransport
 from .lifecycle import WorkerHandle
 from .memory import MemoryGuard, describe
@@ -29,7 +30,7 @@ from .pinning import PinStage
 from .processes import ProcessTransport
 from .threads import ThreadTransport
 from .transport import Transport
-from .tuning import WorkerTuner
+from .tuning import Setting, WorkerTuner
 
 __all__ = ["DataLoaderIterator"]
 
@@ -94,7 +95,11 @@ class DataLoaderIterator:
         self._tuner = tuner
         self._stats_before: list[stats.LoaderStats] = []
         self._handed_at: tuple[float, float] | None = None
-        self._retune_to: int | None = None  # a change the tuner asked for, made after a batch
+        self._retune_to: Setting | None = None  # a change asked for, made after a batch
+        self._busy_seen = 0.0  # the workers' loading time the tuner has been told of
+        # worker_method="auto": how much of the probe's loading holds the GIL.
+        both = tuner is not None and {"multiprocessing", "thread"} <= set(tuner.methods)
+        self._gil = GilSampler() if both and tuner is not None and tuner.probing else None
         self.on_position: Callable[[Any], None] | None = None  # told when a retune moves it
         self._timeline = (
             Timeline(stats.trace_batches) if stats.enabled and stats.trace_batches > 0 else None
@@ -231,6 +236,8 @@ class DataLoaderIterator:
 
     def shutdown(self, grace_s: float | None = None) -> None:
         """Stop the workers now; batches not yet handed out are dropped."""
+        if self._gil is not None:
+            self._gil.stop()
         self._epoch.discard()  # their arrays pin the segment mappings open
         if grace_s is not None:
             self._transport.shutdown(grace_s)
@@ -257,7 +264,12 @@ class DataLoaderIterator:
             data = produce()
         else:
             started, started_cpu = time.perf_counter(), time.thread_time()
-            data = produce()
+            if self._gil is not None and self._gil.wanted:
+                self._gil.sample(True)
+                data = produce()
+                self._gil.sample(False)
+            else:
+                data = produce()
             waited = time.perf_counter() - started
             epoch.count_batch(waited)
             if self._timeline is not None:
@@ -268,8 +280,8 @@ class DataLoaderIterator:
         if self._memory is not None and self._memory.due() and not self.closed:
             self._check_memory(data)
         if self._retune_to is not None:
-            workers, self._retune_to = self._retune_to, None
-            self._retune(workers)
+            setting, self._retune_to = self._retune_to, None
+            self._retune(setting)
         if self._tuner is not None:
             self._handed_at = (time.perf_counter(), time.thread_time())
         if self._pin_stage is not None or self._convert is None:
@@ -286,7 +298,14 @@ class DataLoaderIterator:
             return
         step = called - self._handed_at[0]
         step_cpu = called_cpu - self._handed_at[1]
-        self._retune_to = self._tuner.observe(waited, step, step_cpu)
+        busy_total = sum(part.worker_busy_s for part in self._stats_before)
+        busy_total += self._epoch.stats.worker_busy_s
+        busy, self._busy_seen = max(busy_total - self._busy_seen, 0.0), busy_total
+        gil = self._gil.held_fraction() if self._gil is not None else None
+        self._retune_to = self._tuner.observe(waited, step, step_cpu, busy, gil)
+        if self._gil is not None and not self._tuner.probing:
+            self._gil.stop()
+            self._gil = None
 
     # -- memory_budget ----------------------------------------------------------------------
 
@@ -306,12 +325,12 @@ class DataLoaderIterator:
             raise
         workers = plan.num_workers
         if self._workers_after_probe is not None:  # the first batch measured: start them
-            workers = self._retune_to = self._workers_after_probe
-            self._workers_after_probe = None
+            workers = self._workers_after_probe
+            self._retune_to, self._workers_after_probe = Setting(workers), None
         if self._tuner is not None:
             limited = self._tuner.limit(guard.workers_allowed(workers, prefetch=1))
             if limited is not None:
-                self._retune_to = workers = limited
+                self._retune_to, workers = limited, limited.num_workers
         asked = (plan.prefetch_factor or 1) * workers
         allowed = max(guard.in_flight_allowed(), 1)
         if workers and allowed < min(asked, self._in_flight_cap or asked):
@@ -326,16 +345,36 @@ class DataLoaderIterator:
                     f"the workers hold {describe(guard.workers_bytes)}"
                 )
 
-    def _retune(self, workers: int) -> None:
-        """Go on with this epoch on ``workers`` workers from the batch it has reached, as a
-        resume from its state would: the batches not yet handed out are loaded again by the
-        new workers, so none is lost, repeated or moved."""
+    def _retune(self, setting: Setting) -> None:
+        """Go on with this epoch with ``setting``. A new worker count or kind goes on from
+        the batch it has reached, as a resume from its state would: the batches not yet
+        handed out are loaded again by the new workers, so none is lost, repeated or moved.
+        A new prefetch_factor only changes how many batches are kept in flight."""
+        plan = self._plan
+        workers = setting.num_workers
+        method = setting.worker_method or plan.worker_method
+        prefetch = setting.prefetch_factor or plan.prefetch_factor
         change = self._tuner.changes[-1] if self._tuner is not None else None
         if change is not None:
-            logger.debug("num_workers='auto': %d workers: %s", workers, change.reason)
+            logger.debug(
+                "num_workers='auto': %d workers (%s, prefetch_factor=%s): %s",
+                workers,
+                method,
+                prefetch,
+                change.reason,
+            )
             if self._timeline is not None:
                 reason = {"reason": change.reason, **change.measured}
-                self._timeline.instant(time.perf_counter(), f"num_workers={workers}", reason)
+                name = f"num_workers={workers} {method} prefetch_factor={prefetch}"
+                self._timeline.instant(time.perf_counter(), name, reason)
+        plan = dataclasses.replace(
+            plan, num_workers=workers, worker_method=method, prefetch_factor=prefetch
+        )
+        if workers == self._plan.num_workers and method == self._plan.worker_method:
+            self._plan = plan
+            in_flight = (prefetch or 1) * workers if workers else 1
+            self._epoch.set_in_flight(min(in_flight, self._in_flight_cap or in_flight))
+            return
         state = self._epoch.position.state()
         self._epoch.absorb_stages(self._transport.stage_readings())
         self._stats_before.append(self._epoch.stats_snapshot())
@@ -343,7 +382,6 @@ class DataLoaderIterator:
         if self._pin_stage is not None:
             self._pin_stage.clear()
         self._finalizer()  # the old workers stop
-        plan = dataclasses.replace(self._plan, num_workers=workers)
         self._epoch = self._new_epoch(plan, self._length_hint, self._epoch.number, state)
         self._start_transport(plan)
         self._add_pin_stage(plan)

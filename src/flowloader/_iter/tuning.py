@@ -1,29 +1,37 @@
-"""num_workers="auto": how many workers, decided from what the loop and the loader do.
+"""num_workers="auto": how many workers, of which kind, how far ahead, decided from what the
+loop and the loader do.
 
-The tuner sees, per batch handed out, how long the loop waited in ``next()`` and how long
-its own step took (from one ``next()`` returning to the next call) with the main thread's
-CPU time in that step. It decides nothing itself about batches: a change of workers is made
-by the iterator at a batch boundary, through the resume path, so batches and order stay
-those of any worker count (docs/design/autotune.md).
+The tuner sees, per batch handed out, how long the loop waited in ``next()``, how long its
+own step took (from one ``next()`` returning to the next call) with the main thread's CPU
+time in that step, and the workers' loading time since the batch before. It decides nothing
+itself about batches: a change of workers or of their kind is made by the iterator at a
+batch boundary, through the resume path, and a change of prefetch by the number of batches
+it keeps in flight, so batches and order stay those of any setting (docs/design/autotune.md).
 
-- First, a probe: the epoch starts in this process, where the wait is the loading itself.
-  Loading that costs less than ``IN_PROCESS_FRACTION`` of the step, or under
+- First, a probe: the epoch starts in this process, where the wait is the loading itself,
+  and (worker_method "auto") a sampler measures how much of the loading holds the GIL
+  (gil.py). Loading that costs less than ``IN_PROCESS_FRACTION`` of the step, or under
   ``IN_PROCESS_BELOW_S`` a batch, stays in process (a worker's hand-over would cost more
   than it hides). Otherwise the fewest workers whose predicted step rate is within
   ``GOOD_ENOUGH`` of the best: n workers load n batches per load time, the loop takes one
   per step, and the cores run at most one batch's loading plus the loop's own CPU time per
-  batch each, so a loop that computes keeps the CPU it needs.
-- Then windows of batches: the loop waiting more than ``WAIT_GROW`` of the time adds a
-  worker, up to the usable cores; waiting under ``WAIT_SHRINK`` for two windows removes one,
-  giving its core back to the loop, but never below a count at which the loop was seen
-  waiting.
+  batch each, so a loop that computes keeps the CPU it needs. Threads, where the GIL lets
+  n of them load at that rate (the part that holds the GIL runs one at a time): they start
+  at once and share memory. Else processes.
+- Then windows of batches. The loop waiting more than ``WAIT_GROW`` of the time: while the
+  workers were busy less than ``BUSY_SATURATED`` of it, they keep up on average but not
+  in time, so prefetch deepens (up to ``MAX_PREFETCH``); else a worker is added, up to the
+  usable cores (threads turn into processes where the GIL would hold the next one back).
+  Waiting under ``WAIT_SHRINK`` for two windows removes a worker, giving its core back to
+  the loop, but never down to a count at which the loop was seen waiting.
+- A memory budget caps the workers (``limit``).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 PROBE_MIN_BATCHES = 2
 PROBE_MAX_BATCHES = 16
@@ -35,18 +43,32 @@ WINDOW_MIN_BATCHES = 8
 WINDOW_MIN_S = 1.0
 WAIT_GROW = 0.10
 WAIT_SHRINK = 0.01
+BUSY_SATURATED = 0.8
+MAX_PREFETCH = 4
 STEP_NOISE_S = 0.001
+PROCESSES, THREADS = "multiprocessing", "thread"
+
+
+class Setting(NamedTuple):
+    """What the loader runs with: the worker count, their kind (the DataLoader's spelling;
+    None: as given) and prefetch_factor (None: as given)."""
+
+    num_workers: int
+    worker_method: str | None = None
+    prefetch_factor: int | None = None
 
 
 @dataclass(frozen=True)
 class Change:
-    """One decision: when (seconds since the tuner started), the new worker count, why, and
+    """One decision: when (seconds since the tuner started), the new setting, why, and
     what was measured."""
 
     at_s: float
     num_workers: int
     reason: str
     measured: dict[str, float]
+    worker_method: str | None = None
+    prefetch_factor: int | None = None
 
 
 @dataclass
@@ -55,12 +77,14 @@ class _Window:
     wait_s: float = 0.0
     step_s: float = 0.0
     step_cpu_s: float = 0.0
+    busy_s: float = 0.0
 
-    def add(self, wait_s: float, step_s: float, step_cpu_s: float) -> None:
+    def add(self, wait_s: float, step_s: float, step_cpu_s: float, busy_s: float) -> None:
         self.batches += 1
         self.wait_s += wait_s
         self.step_s += step_s
         self.step_cpu_s += step_cpu_s
+        self.busy_s += busy_s
 
     @property
     def loop_core_use(self) -> float:
@@ -74,7 +98,13 @@ class _Window:
     def wall_s(self) -> float:
         return self.wait_s + self.step_s
 
-    def measured(self) -> dict[str, float]:
+    def busy_fraction(self, workers: int) -> float:
+        """The share of the window the workers spent loading."""
+        if self.wall_s <= 0 or workers <= 0:
+            return 0.0
+        return min(self.busy_s / (self.wall_s * workers), 1.0)
+
+    def measured(self, workers: int) -> dict[str, float]:
         n = max(self.batches, 1)
         return {
             "batches": float(self.batches),
@@ -82,29 +112,66 @@ class _Window:
             "step_ms_per_batch": 1000 * self.step_s / n,
             "wait_fraction": self.wait_s / self.wall_s if self.wall_s > 0 else 0.0,
             "loop_core_use": self.loop_core_use,
+            "workers_busy": self.busy_fraction(workers),
         }
 
 
 @dataclass
 class WorkerTuner:
-    """Decides the worker count of a num_workers="auto" loader, batch by batch."""
+    """Decides the setting of a num_workers="auto" loader, batch by batch. ``methods``: the
+    worker kinds it may choose (one: as given); ``prefetch``: where prefetch starts, and
+    ``tune_prefetch`` whether it may change it."""
 
     cores: int
+    methods: tuple[str, ...] = (PROCESSES,)
+    prefetch: int = 2
+    tune_prefetch: bool = False
     num_workers: int = 0
     changes: list[Change] = field(default_factory=list)
     max_workers: int | None = None  # what memory_budget allows (None: no limit)
+    gil_held: float | None = None  # the share of the loading that holds the GIL (probe)
     _window: _Window = field(default_factory=_Window)
     _quiet_windows: int = 0
     _floor: int = 0  # the loop waited at this count: never shrink to it again
+    _load_s: float = 0.0  # the probe's measurements: one batch's loading in process,
+    _step_s: float = 0.0  # the loop's step,
+    _loop_cpu_s: float = 0.0  # and its CPU time in a step
     _started: float = field(default_factory=time.perf_counter)
 
-    def observe(self, wait_s: float, step_s: float, step_cpu_s: float) -> int | None:
+    def __post_init__(self) -> None:
+        self.method = self.methods[0]
+
+    @property
+    def setting(self) -> Setting:
+        return Setting(self.num_workers, self.method, self.prefetch)
+
+    @property
+    def probing(self) -> bool:
+        """True until the probe has decided (the GIL sampler runs only then)."""
+        return not self.changes
+
+    @property
+    def ceiling(self) -> int:
+        """The most workers it may choose: the usable cores, or fewer where memory says."""
+        return self.cores if self.max_workers is None else min(self.cores, self.max_workers)
+
+    def observe(
+        self,
+        wait_s: float,
+        step_s: float,
+        step_cpu_s: float,
+        busy_s: float = 0.0,
+        gil_held: float | None = None,
+    ) -> Setting | None:
         """One batch handed out: the loop waited ``wait_s`` for it and spent ``step_s`` (with
-        ``step_cpu_s`` of its thread's CPU) since the batch before. The new worker count when
+        ``step_cpu_s`` of its thread's CPU) since the batch before, while the workers loaded
+        for ``busy_s``; ``gil_held``: the probe's GIL estimate so far. The new setting when
         it should change now, else None."""
-        self._window.add(wait_s, step_s, step_cpu_s)
+        if gil_held is not None:
+            self.gil_held = gil_held
+        self._window.add(wait_s, step_s, step_cpu_s, busy_s)
         window = self._window
-        if self.num_workers == 0 and not self.changes:
+        if self.probing:
             enough = window.batches >= PROBE_MIN_BATCHES and window.wall_s >= PROBE_MIN_S
             if not enough and window.batches < PROBE_MAX_BATCHES:
                 return None
@@ -113,80 +180,122 @@ class WorkerTuner:
             return None
         return self._decide(self._after_window(window), window)
 
-    def _after_probe(self, window: _Window) -> tuple[int, str]:
-        load = window.wait_s / window.batches  # in process, the wait is the loading
-        step = window.step_s / window.batches
-        loop_cpu = window.loop_core_use * step
+    # -- the probe ---------------------------------------------------------------------------
+
+    def _after_probe(self, window: _Window) -> tuple[Setting, str]:
+        load = self._load_s = window.wait_s / window.batches  # in process, the wait is loading
+        step = self._step_s = window.step_s / window.batches
+        loop_cpu = self._loop_cpu_s = window.loop_core_use * step
         if load < IN_PROCESS_BELOW_S or load < IN_PROCESS_FRACTION * step:
-            return 0, (
+            return self._with(0), (
                 f"loading takes {1000 * load:.2f} ms a batch against a {1000 * step:.2f} ms "
                 "step: in this process"
             )
-
-        def rate(workers: int) -> float:
-            """Batches/s: the workers' pace, the loop's, and what the cores can run."""
-            return min(workers / load, 1 / max(step, 1e-9), self.cores / (load + loop_cpu))
-
         if self.ceiling == 0:
-            return 0, "memory_budget leaves no room for a worker: in this process"
-        best = max(rate(n) for n in range(1, self.ceiling + 1))
-        workers = min(n for n in range(1, self.ceiling + 1) if rate(n) >= GOOD_ENOUGH * best)
-        return workers, (
+            return self._with(0), "memory_budget leaves no room for a worker: in this process"
+
+        counts = range(1, self.ceiling + 1)
+        best = max(self._rate(n) for n in counts)
+        workers = min(n for n in counts if self._rate(n) >= GOOD_ENOUGH * best)
+        method, why = self._method_for(workers)
+        return self._with(workers, method), (
             f"loading takes {1000 * load:.1f} ms a batch, the loop's step {1000 * step:.1f} ms "
-            f"({1000 * loop_cpu:.1f} ms of CPU): {workers} workers give {rate(workers):.1f} "
-            f"batches/s on {self.cores} cores"
+            f"({1000 * loop_cpu:.1f} ms of CPU): {workers} workers give "
+            f"{self._rate(workers):.1f} batches/s on {self.cores} cores{why}"
         )
 
-    def _after_window(self, window: _Window) -> tuple[int, str]:
-        waited = window.measured()["wait_fraction"]
+    def _rate(self, workers: int) -> float:
+        """Batches/s with ``workers`` processes: the workers' pace, the loop's, and what the
+        cores can run of the loading plus the loop's CPU."""
+        load, step, loop_cpu = self._load_s, self._step_s, self._loop_cpu_s
+        return min(workers / load, 1 / max(step, 1e-9), self.cores / (load + loop_cpu))
+
+    def _method_for(self, workers: int) -> tuple[str, str]:
+        """Threads where ``workers`` of them load within GOOD_ENOUGH of processes' pace, else
+        processes; and why. Under one GIL, the loading's GIL-holding part and the loop's CPU
+        time (counted as holding it: the safe side) run one at a time."""
+        if THREADS not in self.methods or PROCESSES not in self.methods:
+            return self.method, ""
+        held = self.gil_held
+        if held is None:
+            return PROCESSES, "; processes (the GIL was not measured)"
+        load, loop_cpu = self._load_s, self._loop_cpu_s
+        processes = min(workers / load, self.cores / (load + loop_cpu))
+        threads = min(processes, 1 / max(held * load + loop_cpu, 1e-9))
+        share = f"the loading holds the GIL {100 * held:.0f}% of its time"
+        if threads >= GOOD_ENOUGH * processes:
+            return THREADS, f"; threads ({share})"
+        return PROCESSES, f"; processes ({share}: threads would give {threads:.1f} batches/s)"
+
+    # -- windows -------------------------------------------------------------------------
+
+    def _after_window(self, window: _Window) -> tuple[Setting, str]:
+        waited = window.measured(self.num_workers)["wait_fraction"]
         if waited > WAIT_GROW:
             self._quiet_windows = 0
             self._floor = max(self._floor, self.num_workers)
+            busy = window.busy_fraction(self.num_workers)
+            deeper = self.tune_prefetch and self.prefetch < MAX_PREFETCH
+            if deeper and self.num_workers and busy < BUSY_SATURATED:
+                return self._with(self.num_workers, prefetch=self.prefetch + 1), (
+                    f"the loop waited {100 * waited:.0f}% of the time while the workers "
+                    f"were busy {100 * busy:.0f}%: deeper prefetch"
+                )
             if self.num_workers < self.ceiling:
-                return self.num_workers + 1, f"the loop waited {100 * waited:.0f}% of the time"
-            return self.num_workers, ""
+                workers = self.num_workers + 1
+                method, why = self._method_for(workers) if self.method == THREADS else ("", "")
+                return self._with(workers, method or self.method), (
+                    f"the loop waited {100 * waited:.0f}% of the time{why}"
+                )
+            return self.setting, ""
         if waited < WAIT_SHRINK:
             self._quiet_windows += 1
             if self._quiet_windows >= 2 and self.num_workers - 1 > self._floor:
                 self._quiet_windows = 0
-                return self.num_workers - 1, (
+                return self._with(self.num_workers - 1), (
                     f"the loop waited {100 * waited:.1f}% of the time for two windows: a core "
                     "goes back to it"
                 )
         else:
             self._quiet_windows = 0
-        return self.num_workers, ""
+        return self.setting, ""
 
-    @property
-    def ceiling(self) -> int:
-        """The most workers it may choose: the usable cores, or fewer where memory says."""
-        return self.cores if self.max_workers is None else min(self.cores, self.max_workers)
+    # -- decisions -----------------------------------------------------------------------
 
-    def limit(self, max_workers: int) -> int | None:
-        """memory_budget allows ``max_workers`` at most: the new count when the current one
-        is above it (recorded as a change), else None."""
+    def _with(
+        self, workers: int, method: str | None = None, prefetch: int | None = None
+    ) -> Setting:
+        return Setting(workers, method or self.method, prefetch or self.prefetch)
+
+    def limit(self, max_workers: int) -> Setting | None:
+        """memory_budget allows ``max_workers`` at most: the new setting when the current
+        count is above it (recorded as a change), else None."""
         self.max_workers = max_workers
         if self.num_workers <= max_workers:
             return None
-        self.num_workers = max_workers
-        at = time.perf_counter() - self._started
-        reason = f"memory_budget allows {max_workers} workers"
-        self.changes.append(Change(at, max_workers, reason, {}))
-        self._window = _Window()
-        return max_workers
+        decision = self._with(max_workers), f"memory_budget allows {max_workers} workers"
+        return self._decide(decision, _Window(), force=True)
 
-    def _decide(self, decision: tuple[int, str], window: _Window) -> int | None:
-        """Record the probe's decision and every change; the new count when it changed."""
-        workers, reason = decision
-        probe = not self.changes
+    def _decide(
+        self, decision: tuple[Setting, str], window: _Window, force: bool = False
+    ) -> Setting | None:
+        """Record the probe's decision and every change; the new setting when it changed."""
+        setting, reason = decision
+        probe = self.probing
         self._window = _Window()
-        if workers == self.num_workers and not probe:
+        changed = setting != self.setting
+        if not changed and not (probe or force):
             return None
-        changed = workers != self.num_workers
-        self.num_workers = workers
+        measured = window.measured(self.num_workers)
+        if probe and self.gil_held is not None:
+            measured["gil_held"] = self.gil_held
+        self.num_workers = setting.num_workers
+        self.method = setting.worker_method or self.method
+        self.prefetch = setting.prefetch_factor or self.prefetch
         at = time.perf_counter() - self._started
-        self.changes.append(Change(at, workers, reason, window.measured()))
-        return workers if changed else None
+        change = Change(at, self.num_workers, reason, measured, self.method, self.prefetch)
+        self.changes.append(change)
+        return setting if changed else None
 
     def as_records(self) -> list[dict[str, Any]]:
         """The changes as plain dicts (for stats().tuning)."""
