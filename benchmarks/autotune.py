@@ -13,10 +13,11 @@ settings, the time it takes to reach its rate, and its memory against budgets.
 2. Warm-up: one "auto" loader read for ``WARMUP_S`` seconds (epoch after epoch); the time
    until its rate over the last second first reaches 90% of its rate over the run's last
    third.
-3. Memory: 20 loaders of the training pipeline (38.5 MB batches), "auto", with budgets from
-   0.5 to 4 GB, each read for ``MEMORY_BATCHES`` batches while a thread samples the loader's
-   memory every 20 ms (its workers' USS less their private segments, its segment files, and
-   the training process's own growth); and a budget too small for one batch.
+3. Memory: 20 loaders of the training pipeline (38.5 MB batches), "auto" with worker
+   processes (whose memory the kernel counts apart), budgets from 0.5 to 4 GiB, each read for
+   ``MEMORY_BATCHES`` batches while a thread samples the loader's memory every 20 ms (its
+   workers' USS less their private segments, and its segment files); and a budget too small
+   for one batch.
 
     python -m benchmarks.autotune [--runs 1] [--json F]
 """
@@ -25,9 +26,9 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -240,27 +241,22 @@ def time_to_90(stamps: np.ndarray) -> dict[str, float]:
 
 class LoaderMemory:
     """Samples, every 20 ms, the loader's memory: its worker processes' USS less their
-    private segments, the segment files, and this process's growth since the start."""
+    private segments, and the segment files."""
 
     def __init__(self) -> None:
         from flowloader import resources
 
         self._resources = resources
-        self._base = self._own()
         self.peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _own(self) -> int:
-        found = self._resources.process_memory(os.getpid())
-        return 0 if found is None else found.uss - found.private_shmem
-
     def now(self) -> int:
         from flowloader._ipc import shm
         from flowloader._iter.memory import segment_bytes
 
-        total = max(self._own() - self._base, 0) + segment_bytes(shm.process_prefix())
+        total = segment_bytes(shm.process_prefix())
         for child in multiprocessing.active_children():
             if child.name.startswith("flowloader-worker") and child.pid is not None:
                 found = self._resources.process_memory(child.pid)
@@ -286,16 +282,24 @@ def memory_runs() -> dict[str, Any]:
     ds = pipeline.make()
     budgets = np.geomspace(512 * MB, 4096 * MB, 20).astype(int)
     runs = []
-    for budget in budgets:
+    for number, budget in enumerate(budgets):
+        # Even runs: "auto" (worker processes); odd runs: 4 processes with prefetch 4 (16
+        # batches in flight unless the budget lowers it).
+        settings: dict[str, Any] = (
+            {"num_workers": "auto", "worker_method": "multiprocessing"}
+            if number % 2 == 0
+            else {"num_workers": 4, "prefetch_factor": 4}
+        )
         loader = fl.DataLoader(
-            ds, batch_size=64, shuffle=True, generator=0, num_workers="auto",
-            memory_budget=int(budget),
-        )  # fmt: skip
+            ds, batch_size=64, shuffle=True, generator=0, memory_budget=int(budget), **settings
+        )
         watch = LoaderMemory()
         iterator = iter(loader)
-        for count, _ in enumerate(iterator, 1):
-            if count >= MEMORY_BATCHES:
-                break
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            for count, _ in enumerate(iterator, 1):
+                if count >= MEMORY_BATCHES:
+                    break
         stats = iterator.stats()
         iterator.shutdown()
         peak = watch.stop()
@@ -306,9 +310,11 @@ def memory_runs() -> dict[str, Any]:
                 "guard_peak": stats.memory["peak"] if stats.memory else None,
                 "batch_bytes": stats.memory["batch_bytes"] if stats.memory else None,
                 "setting": (stats.num_workers, stats.worker_method),
+                "asked": "auto" if number % 2 == 0 else "4 processes, prefetch 4",
+                "warned": [str(w.message) for w in said if "memory_budget" in str(w.message)],
             }
         )
-        print(f"budget {budget / MB:.0f} MB: peak {peak / MB:.0f} MB", flush=True)
+        print(f"budget {budget / MB:.0f} MiB: peak {peak / MB:.0f} MiB", flush=True)
     error = ""
     try:
         loader = fl.DataLoader(ds, batch_size=64, num_workers=2, memory_budget=32 * MB)
@@ -321,20 +327,21 @@ def memory_runs() -> dict[str, Any]:
 
 def memory_table(record: dict[str, Any]) -> str:
     lines = [
-        "| budget MB | peak loader memory MB | peak / budget | auto's setting at the end |",
-        "| ---: | ---: | ---: | --- |",
+        "| budget MiB | asked | peak loader memory MiB | peak / budget | at the end | warned |",
+        "| ---: | --- | ---: | ---: | --- | --- |",
     ]
     for run in record["runs"]:
         workers, method = run["setting"]
         lines.append(
-            f"| {run['budget'] / MB:.0f} | {run['peak'] / MB:.0f} | "
-            f"{run['peak'] / run['budget']:.2f} | {workers} {method or 'in process'} |"
+            f"| {run['budget'] / MB:.0f} | {run['asked']} | {run['peak'] / MB:.0f} | "
+            f"{run['peak'] / run['budget']:.2f} | {workers} {method or 'in process'} | "
+            f"{'yes' if run['warned'] else 'no'} |"
         )
     over = sum(run["peak"] > run["budget"] for run in record["runs"])
     lines += [
         "",
-        f"Runs over budget: {over} of {len(record['runs'])}. A 32 MB budget with 38.5 MB "
-        f"batches: {record['too_small']!r}; processes left after it: "
+        f"Runs over budget: {over} of {len(record['runs'])}. A 32 MiB budget with 36.8 MiB "
+        f"(38.5 MB) batches: {record['too_small']!r}; processes left after it: "
         f"{record['children_after'] or 'none'}.",
     ]
     return "\n".join(lines)

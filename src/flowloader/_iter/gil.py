@@ -8,8 +8,9 @@ gets half. The share it misses, doubled, is the share of the loading that holds 
 Convoys count too: loading that drops and retakes the GIL in quick succession starves that
 thread as it would starve thread workers.
 
-It samples only the first batches (``MIN_SAMPLED_S`` of them), the ones the tuner does not
-time, because it costs the loading up to half its speed while it runs.
+It samples only ``MIN_SAMPLED_S`` of the probe's batches, which the tuner does not time, as
+it costs the loading up to half its speed while it runs; and only once a batch has shown
+loading worth workers (cheap loading stays in process whatever the GIL does).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from .pinning import PinStage
 from .processes import ProcessTransport
 from .threads import ThreadTransport
 from .transport import Transport
-from .tuning import Setting, WorkerTuner
+from .tuning import IN_PROCESS_BELOW_S, Setting, WorkerTuner
 
 __all__ = ["DataLoaderIterator"]
 
@@ -97,19 +97,20 @@ class DataLoaderIterator:
         self._handed_at: tuple[float, float] | None = None
         self._retune_to: Setting | None = None  # a change asked for, made after a batch
         self._busy_seen = 0.0  # the workers' loading time the tuner has been told of
-        # worker_method="auto": how much of the probe's loading holds the GIL.
+        # worker_method="auto": how much of the probe's loading holds the GIL, sampled (on
+        # batches the tuner is not told of) once a batch shows loading worth workers.
         both = tuner is not None and {"multiprocessing", "thread"} <= set(tuner.methods)
-        self._gil = GilSampler() if both and tuner is not None and tuner.probing else None
+        self._gil_wanted = both and tuner is not None and tuner.probing
+        self._gil: GilSampler | None = None
         self.on_position: Callable[[Any], None] | None = None  # told when a retune moves it
         self._timeline = (
             Timeline(stats.trace_batches) if stats.enabled and stats.trace_batches > 0 else None
         )
-        # memory_budget (memory.py): the guard, the batches in flight it allows (None: as
-        # many as prefetch asks), and, for a budget the user gave, the workers to start once
-        # the first batch, loaded in this process, has been measured against it.
+        # memory_budget (memory.py): the guard, and, for a budget the user gave, the workers
+        # to start once the first batch, loaded in this process, has been measured.
         guarded = plan.memory_budget > 0 and plan.worker_method != "ray"
-        self._memory = MemoryGuard(plan.memory_budget) if guarded else None
-        self._in_flight_cap: int | None = None
+        estimate = plan.auto_workers or (plan.memory_budget_given and plan.num_workers > 0)
+        self._memory = MemoryGuard(plan.memory_budget, estimate) if guarded else None
         self._memory_warned = False
         self._workers_after_probe: int | None = None
         if guarded and plan.memory_budget_given and plan.num_workers and not plan.iterable:
@@ -145,9 +146,7 @@ class DataLoaderIterator:
         if self._pin_stage is not None:
             self._pin_stage.clear()
         workers = plan.num_workers
-        budget = (plan.prefetch_factor or 1) * workers if workers else 1
-        if self._in_flight_cap is not None:
-            budget = min(budget, self._in_flight_cap)
+        budget = self._in_flight_for(plan)
         return Epoch(
             plan,
             number,
@@ -264,7 +263,9 @@ class DataLoaderIterator:
             data = produce()
         else:
             started, started_cpu = time.perf_counter(), time.thread_time()
-            if self._gil is not None and self._gil.wanted:
+            sampled = self._gil is not None and self._gil.wanted
+            if sampled:
+                assert self._gil is not None
                 self._gil.sample(True)
                 data = produce()
                 self._gil.sample(False)
@@ -275,7 +276,7 @@ class DataLoaderIterator:
             if self._timeline is not None:
                 self._timeline.waited(epoch.last_task_id, started, started + waited)
             if self._tuner is not None:
-                self._observe(waited, started, started_cpu)
+                self._observe(waited, started, started_cpu, sampled)
         epoch.delivered()
         if self._memory is not None and self._memory.due() and not self.closed:
             self._check_memory(data)
@@ -290,11 +291,15 @@ class DataLoaderIterator:
 
     # -- num_workers="auto" ----------------------------------------------------------------
 
-    def _observe(self, waited: float, called: float, called_cpu: float) -> None:
+    def _observe(self, waited: float, called: float, called_cpu: float, sampled: bool) -> None:
         """Tell the tuner about this batch (the loop's step since the last one, and the wait
-        for this one); change the workers, after this batch is counted, when it says so."""
+        for this one); change the workers, after this batch is counted, when it says so.
+        The first batch (start-up in its wait) and those the GIL sampler slowed are not told;
+        loading worth workers starts the sampler."""
         assert self._tuner is not None
-        if self._handed_at is None:  # the first batch: no step yet, and start-up in the wait
+        if self._gil_wanted and self._gil is None and waited >= IN_PROCESS_BELOW_S:
+            self._gil = GilSampler()
+        if self._handed_at is None or sampled:
             return
         step = called - self._handed_at[0]
         step_cpu = called_cpu - self._handed_at[1]
@@ -303,9 +308,11 @@ class DataLoaderIterator:
         busy, self._busy_seen = max(busy_total - self._busy_seen, 0.0), busy_total
         gil = self._gil.held_fraction() if self._gil is not None else None
         self._retune_to = self._tuner.observe(waited, step, step_cpu, busy, gil)
-        if self._gil is not None and not self._tuner.probing:
-            self._gil.stop()
-            self._gil = None
+        if not self._tuner.probing:
+            self._gil_wanted = False
+            if self._gil is not None:
+                self._gil.stop()
+                self._gil = None
 
     # -- memory_budget ----------------------------------------------------------------------
 
@@ -319,31 +326,39 @@ class DataLoaderIterator:
         segments = group.prefix if group is not None else None
         guard.measure(batch, pids, segments, held=self._epoch.in_flight + 1)
         try:  # "auto" can always go back to loading in this process
-            guard.check_one_fits(0 if plan.auto_workers else plan.num_workers)
+            guard.check_one_fits(with_workers=not plan.auto_workers)
         except Exception:
             self.shutdown(grace_s=0.0)
             raise
-        workers = plan.num_workers
         if self._workers_after_probe is not None:  # the first batch measured: start them
-            workers = self._workers_after_probe
-            self._retune_to, self._workers_after_probe = Setting(workers), None
+            self._retune_to, self._workers_after_probe = Setting(self._workers_after_probe), None
+            return  # the new epoch part keeps what fits in flight
         if self._tuner is not None:
-            limited = self._tuner.limit(guard.workers_allowed(workers, prefetch=1))
+            limited = self._tuner.limit(guard.workers_allowed(prefetch=1))
             if limited is not None:
-                self._retune_to, workers = limited, limited.num_workers
-        asked = (plan.prefetch_factor or 1) * workers
-        allowed = max(guard.in_flight_allowed(), 1)
-        if workers and allowed < min(asked, self._in_flight_cap or asked):
-            self._in_flight_cap = allowed
-            self._epoch.limit_in_flight(allowed)
-            if not plan.auto_workers and not self._memory_warned:
-                self._memory_warned = True
-                warn_at_user(
-                    f"memory_budget={describe(guard.budget)}: keeping {allowed} batches in "
-                    f"flight instead of {asked} (prefetch_factor={plan.prefetch_factor} x "
-                    f"num_workers={workers}): a batch is {describe(guard.batch_bytes)} and "
-                    f"the workers hold {describe(guard.workers_bytes)}"
-                )
+                self._retune_to = limited
+                return
+        self._epoch.limit_in_flight(self._in_flight_for(plan))
+
+    def _in_flight_for(self, plan: LoadPlan) -> int:
+        """The batches ``plan`` keeps in flight: prefetch_factor per worker, or fewer where
+        the memory budget says (with one warning, where the settings were the user's)."""
+        workers = plan.num_workers
+        asked = (plan.prefetch_factor or 1) * workers if workers else 1
+        guard = self._memory
+        if guard is None or not guard.batch_bytes or not workers:
+            return asked
+        processes = plan.worker_method != "thread"
+        allowed = max(min(asked, guard.in_flight_allowed(workers, processes)), 1)
+        if allowed < asked and not plan.auto_workers and not self._memory_warned:
+            self._memory_warned = True
+            warn_at_user(
+                f"memory_budget={describe(guard.budget)}: keeping {allowed} batches in "
+                f"flight instead of {asked} (prefetch_factor={plan.prefetch_factor} x "
+                f"num_workers={workers}): a batch is {describe(guard.batch_bytes)} and a "
+                f"worker holds {describe(guard.each_worker)}"
+            )
+        return allowed
 
     def _retune(self, setting: Setting) -> None:
         """Go on with this epoch with ``setting``. A new worker count or kind goes on from
@@ -372,8 +387,7 @@ class DataLoaderIterator:
         )
         if workers == self._plan.num_workers and method == self._plan.worker_method:
             self._plan = plan
-            in_flight = (prefetch or 1) * workers if workers else 1
-            self._epoch.set_in_flight(min(in_flight, self._in_flight_cap or in_flight))
+            self._epoch.set_in_flight(self._in_flight_for(plan))
             return
         state = self._epoch.position.state()
         self._epoch.absorb_stages(self._transport.stage_readings())

@@ -59,6 +59,17 @@ def segment_bytes(prefix: str) -> int:
     return total
 
 
+def _own_memory() -> int:
+    """This process's resident memory that is not file or shared memory (``statm``: cheap,
+    unlike smaps, and enough for an estimate); 0 where it cannot be read."""
+    try:
+        with open("/proc/self/statm") as statm:
+            fields = statm.read().split()
+        return (int(fields[1]) - int(fields[2])) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def describe(nbytes: float) -> str:
     return f"{nbytes / MB:.1f} MB"
 
@@ -66,10 +77,18 @@ def describe(nbytes: float) -> str:
 class MemoryGuard:
     """What the loader may keep in flight within ``budget`` bytes, from what it measures."""
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, estimate_workers: bool = True) -> None:
+        """``estimate_workers``: reckon worker processes before any is measured (from this
+        process's growth, a read of its smaps; not needed where workers start at once)."""
         self.budget = budget
+        self._estimate = estimate_workers
         self.batch_bytes = 0  # the largest batch seen
         self.workers_bytes = 0  # the workers' USS at the last measurement
+        self.workers_measured = 0  # how many workers that was
+        # Before any worker process is measured, what one will hold: what this process grew
+        # by while it loaded in process (the loading's working set, the batch included).
+        self.worker_estimate = 0
+        self._own_at_start = _own_memory() if estimate_workers else 0
         self.peak = 0  # the most the loader held at a measurement
         self.measurements = 0
         self._next_at = 0.0
@@ -89,26 +108,39 @@ class MemoryGuard:
         self._next_at = time.perf_counter() + CHECK_EVERY_S
         self.measurements += 1
         self.batch_bytes = max(self.batch_bytes, batch_bytes(batch))
-        workers = 0
+        workers = measured = 0
         for pid in pids:
             found = process_memory(pid)
             if found is not None:  # its segments are counted below, as files
                 workers += found.uss - found.private_shmem
-        self.workers_bytes = workers
+                measured += 1
+        self.workers_bytes, self.workers_measured = workers, measured
+        if not measured and self._estimate:
+            grown = _own_memory() - self._own_at_start
+            self.worker_estimate = max(self.worker_estimate, grown)
         batches = segment_bytes(segments) if segments is not None else held * self.batch_bytes
         now = workers + batches
         self.peak = max(self.peak, now)
         return now
 
-    def in_flight_allowed(self) -> int:
-        """Batches that may be loading or waiting, beside the one the loop holds."""
-        room = self.budget - self.workers_bytes - self.batch_bytes
-        return max(room // max(self.batch_bytes, 1), 0)
+    @property
+    def each_worker(self) -> float:
+        """What a worker process holds: the workers measured, on average, or the estimate
+        before any was."""
+        if self.workers_measured:
+            return self.workers_bytes / self.workers_measured
+        return float(self.worker_estimate)
 
-    def workers_allowed(self, workers_now: int, prefetch: int) -> int:
-        """How many workers fit with ``prefetch`` batches each (each as large as the workers
-        measured now are, on average)."""
-        each = self.workers_bytes / workers_now if workers_now else 0.0
+    def in_flight_allowed(self, workers: int, processes: bool = True) -> int:
+        """Batches that may be loading or waiting, beside the one the loop holds, with
+        ``workers`` workers (thread workers hold nothing of their own apart)."""
+        held = workers * self.each_worker if processes else 0.0
+        room = self.budget - held - self.batch_bytes
+        return max(int(room // max(self.batch_bytes, 1)), 0)
+
+    def workers_allowed(self, prefetch: int) -> int:
+        """How many worker processes fit with ``prefetch`` batches each."""
+        each = self.each_worker
         fits = 0
         for n in range(1, 1025):
             if n * each + (n * prefetch + 1) * self.batch_bytes > self.budget:
@@ -116,9 +148,11 @@ class MemoryGuard:
             fits = n
         return fits
 
-    def check_one_fits(self, workers_now: int) -> None:
-        """Raise MemoryBudgetError when one worker and one batch exceed the budget."""
-        each = self.workers_bytes / workers_now if workers_now else 0.0
+    def check_one_fits(self, with_workers: bool) -> None:
+        """Raise MemoryBudgetError when one batch (and, ``with_workers``, one worker as
+        measured) exceed the budget."""
+        each = self.workers_bytes / self.workers_measured if self.workers_measured else 0.0
+        each = each if with_workers else 0.0
         if each + self.batch_bytes <= self.budget:
             return
         worker = f" and a worker's {describe(each)}" if each else ""
