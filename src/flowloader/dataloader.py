@@ -29,6 +29,7 @@ _PRIVATE_ATTRIBUTES = {
     "iterable": "_iterable",
     "multiprocessing_context": "_multiprocessing_context",
     "auto_workers": "_auto_workers",
+    "memory_budget": "_memory_budget",
     "memory_budget_given": "_memory_budget_given",
     "auto_method": "_auto_method",
     "auto_prefetch": "_auto_prefetch",
@@ -115,7 +116,8 @@ class DataLoader(Generic[T_co]):
     worker_method: str
     max_worker_restarts: int
     ray_options: dict[str, Any] | None
-    memory_budget: int  # bytes
+    memory_budget: int | float | None  # as given (frameworks that rebuild a loader pass it on)
+    _memory_budget: int  # in bytes
     _memory_budget_given: bool
     _auto_method: bool
     _auto_prefetch: bool
@@ -154,6 +156,7 @@ class DataLoader(Generic[T_co]):
         plan = _plan.resolve(arguments, self._defaults(output))
         for field, attribute in _PLAN_ATTRIBUTES.items():
             object.__setattr__(self, attribute, getattr(plan, field))
+        self.memory_budget = memory_budget
         if plan.auto_workers:  # what the tuner sets reads "auto" (the plan has where it starts)
             object.__setattr__(self, "num_workers", _plan.AUTO)
             if plan.auto_method:
@@ -264,8 +267,9 @@ class DataLoader(Generic[T_co]):
         tuner = self._worker_tuner() if plan.auto_workers else None
         iterator = DataLoaderIterator(plan, hint, epoch, resume, tuner=tuner)
         self._last_position = iterator.position
-        if plan.auto_workers:  # a change of workers moves the epoch to a new position
-            iterator.on_position = _PositionFollower(self)
+        # A change of workers ("auto", or after a given memory_budget's first batch) moves
+        # the epoch to a new position.
+        iterator.on_position = _PositionFollower(self)
         return iterator
 
     def __iter__(self) -> DataLoaderIterator:

@@ -169,12 +169,36 @@ def test_auto_removes_a_worker_when_the_workers_memory_grows(measure_every_batch
 def test_the_budget_argument() -> None:
     ds = Megabytes(n=4)
     machine = resources.memory_limit()
-    assert fl.DataLoader(ds).memory_budget == machine // 2
-    assert fl.DataLoader(ds, memory_budget=0.25).memory_budget == int(0.25 * machine)
-    assert fl.DataLoader(ds, memory_budget=2 << 30).memory_budget == 2 << 30
+    assert fl.DataLoader(ds)._memory_budget == machine // 2
+    assert fl.DataLoader(ds, memory_budget=0.25)._memory_budget == int(0.25 * machine)
+    assert fl.DataLoader(ds, memory_budget=2 << 30)._memory_budget == 2 << 30
+    assert fl.DataLoader(ds, memory_budget=0.25).memory_budget == 0.25  # as given
     for wrong in ("1GB", True, None.__class__):
         with pytest.raises(TypeError, match="memory_budget should be a number of bytes"):
             fl.DataLoader(ds, memory_budget=wrong)
     for wrong in (0, -5, 0.0, -0.5, float("nan")):
         with pytest.raises(ValueError, match="memory_budget should be above 0"):
             fl.DataLoader(ds, memory_budget=wrong)
+
+
+@pytest.mark.timeout(60)
+def test_a_state_saved_after_the_first_measured_batch_resumes_exactly() -> None:
+    """A given budget loads the first batch in process, then starts the workers: the
+    loader's state_dict follows the epoch onto them."""
+    ds = Megabytes(n=32)
+
+    def make() -> fl.DataLoader:
+        return fl.DataLoader(
+            ds, batch_size=4, shuffle=True, generator=3, num_workers=2, memory_budget=1 << 30
+        )
+
+    expected = firsts(fl.DataLoader(ds, batch_size=4, shuffle=True, generator=3))
+    loader = make()
+    iterator = iter(loader)
+    got = [next(iterator)[:, 0].tolist() for _ in range(3)]
+    state = loader.state_dict()
+    assert state["batches_yielded"] == 3
+    del iterator
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert got + firsts(resumed) == expected

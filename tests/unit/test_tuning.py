@@ -150,3 +150,12 @@ def test_a_memory_limit_lowers_the_count_and_caps_what_comes_later() -> None:
     assert feed(tuner, 16, wait=0.05, step=0.1) == [3]  # up to the new limit, no further
     assert feed(tuner, 16, wait=0.05, step=0.1) == []
     assert WorkerTuner(cores=4, max_workers=0).observe(0.05, 0.01, 0.0) is None
+
+
+def test_in_process_windows_probe_again_rather_than_count_the_wait() -> None:
+    """In process the loop always 'waits' (it loads): cheap loading must stay there."""
+    tuner = WorkerTuner(cores=4)
+    assert feed(tuner, 20, wait=0.0005, step=0.0001) == []
+    assert feed(tuner, 4000, wait=0.0005, step=0.0001) == []  # windows of a second: stays
+    assert tuner.num_workers == 0
+    assert feed(tuner, 40, wait=0.05, step=0.0001) == [4]  # the loading grew: workers

@@ -24,6 +24,8 @@ it keeps in flight, so batches and order stay those of any setting (docs/design/
   usable cores (threads turn into processes where the GIL would hold the next one back).
   Waiting under ``WAIT_SHRINK`` for two windows removes a worker, giving its core back to
   the loop, but never down to a count at which the loop was seen waiting.
+- In process, a window is a probe again (the loop's wait there is the loading itself, not a
+  sign that workers fall behind): cheap loading stays, loading that has grown gets workers.
 - A memory budget caps the workers (``limit``).
 """
 
@@ -178,6 +180,8 @@ class WorkerTuner:
             return self._decide(self._after_probe(window), window)
         if window.batches < WINDOW_MIN_BATCHES or window.wall_s < WINDOW_MIN_S:
             return None
+        if self.num_workers == 0:  # in process the wait is the loading: probe again
+            return self._decide(self._after_probe(window), window)
         return self._decide(self._after_window(window), window)
 
     # -- the probe ---------------------------------------------------------------------------
