@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 
 import pytest
 
-from flowloader._iter.gil import GilSampler
+from flowloader._iter.gil import WINDOW_S, GilSampler
 
 
 def spin(seconds: float) -> None:
@@ -43,3 +44,47 @@ def test_nothing_is_sampled_while_sampling_is_off_and_stop_ends_the_thread() -> 
     while any(t.name == "flowloader-gil-sampler" for t in threading.enumerate()):
         assert time.monotonic() < deadline
         time.sleep(0.01)
+
+
+@pytest.mark.timeout(30)
+def test_a_window_ends_on_its_own_so_a_long_batch_is_slowed_only_briefly() -> None:
+    sampler = GilSampler()
+    try:
+        sampler.sample(True)
+        time.sleep(0.3)  # a batch much longer than a window
+        sampler.sample(False)
+        assert WINDOW_S <= sampler.sampled_s < 0.15
+        assert sampler.held_fraction() < 0.3
+        assert not sampler.wanted  # one window was enough
+    finally:
+        sampler.stop()
+
+
+def python_with_short_drops(seconds: float) -> None:
+    """Python work that lets go of the GIL for a moment every ~20 us (a system call)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        sum(range(500))
+        select.select([], [], [], 0)
+
+
+@pytest.mark.timeout(30)
+def test_loading_that_drops_the_gil_often_still_reads_as_holding_it() -> None:
+    # A sampler that spun in Python would keep the GIL 5 ms at each drop and read this as
+    # mostly free (under 10%); it reads about half or more, as a second thread worker
+    # would find it.
+    assert sampled(python_with_short_drops) > 0.3
+
+
+@pytest.mark.timeout(30)
+def test_the_sampler_hardly_slows_gil_free_loading() -> None:
+    sampler = GilSampler()
+    try:
+        sampler.sample(True)
+        started = time.perf_counter()
+        time.sleep(0.05)
+        sampler.sample(False)
+        assert time.perf_counter() - started < 0.06
+        assert sampler.held_fraction() < 0.2
+    finally:
+        sampler.stop()

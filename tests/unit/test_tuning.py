@@ -29,7 +29,7 @@ def test_cheap_loading_stays_in_process() -> None:
 
 def test_heavy_loading_gets_the_fewest_workers_that_keep_up() -> None:
     tuner = WorkerTuner(cores=8)
-    assert feed(tuner, 2, wait=0.04, step=0.02) == [2]  # 2 workers load 50/s: the loop's pace
+    assert feed(tuner, 1, wait=0.04, step=0.02) == [2]  # 2 workers load 50/s: the loop's pace
     tuner = WorkerTuner(cores=2)
     assert feed(tuner, 10, wait=0.02, step=0.0001) == [2]  # an idle loop: every core
     assert "2 workers give 100.0 batches/s on 2 cores" in tuner.changes[0].reason
@@ -37,16 +37,16 @@ def test_heavy_loading_gets_the_fewest_workers_that_keep_up() -> None:
 
 def test_the_loop_s_own_cpu_counts_against_the_cores() -> None:
     tuner = WorkerTuner(cores=2)  # the loop is the bottleneck: one worker keeps up
-    assert feed(tuner, 2, wait=0.01, step=0.05, cpu=0.05) == [1]
+    assert feed(tuner, 1, wait=0.01, step=0.05, cpu=0.05) == [1]
     assert tuner.changes[0].measured["loop_core_use"] == 1.0
     tuner = WorkerTuner(cores=2)  # 50 ms to load, 20 ms of loop CPU: the cores cap the rate
-    assert feed(tuner, 2, wait=0.05, step=0.02, cpu=0.02) == [2]
+    assert feed(tuner, 1, wait=0.05, step=0.02, cpu=0.02) == [2]
     assert "28.6 batches/s" in tuner.changes[0].reason
 
 
 def test_waiting_adds_a_worker_up_to_the_cores() -> None:
     tuner = WorkerTuner(cores=4)
-    assert feed(tuner, 2, wait=0.04, step=0.04) == [1]
+    assert feed(tuner, 1, wait=0.04, step=0.04) == [1]
     assert feed(tuner, 8, wait=0.05, step=0.1) == [2]
     assert "waited 33%" in tuner.changes[-1].reason
     assert feed(tuner, 16, wait=0.05, step=0.1) == [3, 4]
@@ -55,7 +55,7 @@ def test_waiting_adds_a_worker_up_to_the_cores() -> None:
 
 def test_no_waiting_gives_a_core_back_but_not_below_a_count_that_waited() -> None:
     tuner = WorkerTuner(cores=8)
-    assert feed(tuner, 2, wait=0.08, step=0.02) == [4]
+    assert feed(tuner, 1, wait=0.08, step=0.02) == [4]
     assert feed(tuner, 8, wait=0.0, step=0.2) == []  # one quiet window: not yet
     assert feed(tuner, 8, wait=0.0, step=0.2) == [3]
     assert feed(tuner, 8, wait=0.05, step=0.1) == [4]  # at 3 the loop waited
@@ -65,8 +65,8 @@ def test_no_waiting_gives_a_core_back_but_not_below_a_count_that_waited() -> Non
 
 def test_windows_need_batches_and_time() -> None:
     tuner = WorkerTuner(cores=4)
-    assert feed(tuner, 1, wait=0.1, step=0.1) == []  # one batch: still probing
-    assert feed(tuner, 1, wait=0.1, step=0.1) == [1]
+    assert feed(tuner, 1, wait=0.02, step=0.02) == []  # 40 ms measured: still probing
+    assert feed(tuner, 1, wait=0.02, step=0.02) == [1]
     assert feed(tuner, 7, wait=0.05, step=0.05) == []  # 7 batches: not a window yet
     assert feed(tuner, 1, wait=0.0001, step=0.0001) == []  # 8 batches, but 0.7 s
     assert feed(tuner, 16, wait=0.01, step=0.01) == [2]  # a second on: the loop waited
@@ -79,7 +79,7 @@ def both_methods(cores: int, **options) -> WorkerTuner:
 
 def test_loading_that_lets_go_of_the_gil_gets_threads() -> None:
     tuner = both_methods(cores=4)
-    [setting] = decisions(tuner, 2, wait=0.04, step=0.02, gil_held=0.1)
+    [setting] = decisions(tuner, 1, wait=0.04, step=0.02, gil_held=0.1)
     assert setting == Setting(2, THREADS, 2)
     assert "threads (the loading holds the GIL 10% of its time)" in tuner.changes[0].reason
     assert tuner.changes[0].measured["gil_held"] == 0.1
@@ -87,7 +87,7 @@ def test_loading_that_lets_go_of_the_gil_gets_threads() -> None:
 
 def test_loading_that_holds_the_gil_gets_processes() -> None:
     tuner = both_methods(cores=4)
-    [setting] = decisions(tuner, 2, wait=0.04, step=0.02, gil_held=0.7)
+    [setting] = decisions(tuner, 1, wait=0.04, step=0.02, gil_held=0.7)
     assert setting == Setting(2, PROCESSES, 2)
     assert "processes (the loading holds the GIL 70% of its time" in tuner.changes[0].reason
 
@@ -96,13 +96,26 @@ def test_the_loops_own_cpu_counts_as_holding_the_gil() -> None:
     """20 ms of the loop's CPU and 5 ms of the loading's GIL: one GIL for 25 ms a batch
     would cap 3 threads at 40 batches/s, where processes load 57 (what 4 cores run)."""
     tuner = both_methods(cores=4)
-    [setting] = decisions(tuner, 2, wait=0.05, step=0.02, cpu=0.02, gil_held=0.1)
+    [setting] = decisions(tuner, 1, wait=0.05, step=0.02, cpu=0.02, gil_held=0.1)
     assert setting.worker_method == PROCESSES
+
+
+def test_the_probe_waits_for_the_gil_and_decides_when_it_is_measured() -> None:
+    tuner = both_methods(cores=4)
+    assert decisions(tuner, 1, wait=0.04, step=0.02) == []  # workers, but of which kind?
+    assert tuner.probing
+    assert decisions(tuner, 1, wait=0.04, step=0.02, gil_held=0.1) == [Setting(2, THREADS, 2)]
+    assert tuner.changes[0].measured["gil_held"] == 0.1
+    cheap = both_methods(cores=4)  # loading that stays in process needs no GIL measured
+    assert decisions(cheap, 1, wait=0.0004, step=0.05) == []
+    assert not cheap.probing
+    assert cheap.gil_held is None
 
 
 def test_an_unmeasured_gil_gets_processes_and_one_method_is_kept() -> None:
     tuner = both_methods(cores=4)
-    assert decisions(tuner, 2, wait=0.04, step=0.02)[0].worker_method == PROCESSES
+    assert decisions(tuner, 15, wait=0.04, step=0.02) == []
+    assert decisions(tuner, 1, wait=0.04, step=0.02)[0].worker_method == PROCESSES
     assert "the GIL was not measured" in tuner.changes[0].reason
     given = WorkerTuner(cores=4, methods=(THREADS,))
     assert decisions(given, 2, wait=0.04, step=0.02, gil_held=0.9)[0].worker_method == THREADS
@@ -111,7 +124,7 @@ def test_an_unmeasured_gil_gets_processes_and_one_method_is_kept() -> None:
 def test_threads_turn_into_processes_when_another_would_wait_for_the_gil() -> None:
     tuner = both_methods(cores=8)
     # 40 ms loads, 30% of it under the GIL: 12 ms a batch serialised, ~83 batches/s at most
-    assert decisions(tuner, 2, wait=0.04, step=0.02, gil_held=0.3)[0] == Setting(2, THREADS, 2)
+    assert decisions(tuner, 1, wait=0.04, step=0.02, gil_held=0.3)[0] == Setting(2, THREADS, 2)
     [grown] = decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.2)
     assert grown == Setting(3, THREADS, 2)  # 3 threads: 75 batches/s, within reach
     [grown] = decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.3)
@@ -121,7 +134,7 @@ def test_threads_turn_into_processes_when_another_would_wait_for_the_gil() -> No
 
 def test_prefetch_deepens_when_the_loop_waits_on_idle_workers() -> None:
     tuner = WorkerTuner(cores=4, prefetch=2, tune_prefetch=True)
-    assert feed(tuner, 2, wait=0.04, step=0.04) == [1]
+    assert feed(tuner, 1, wait=0.04, step=0.04) == [1]
     # Waiting 33% of the time while the one worker loaded only half of it: not throughput
     [deeper] = decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.075)
     assert deeper == Setting(1, PROCESSES, 3)
@@ -143,7 +156,7 @@ def test_prefetch_stays_as_given_and_busy_workers_get_company() -> None:
 
 def test_a_memory_limit_lowers_the_count_and_caps_what_comes_later() -> None:
     tuner = WorkerTuner(cores=8)
-    assert feed(tuner, 2, wait=0.08, step=0.02) == [4]
+    assert feed(tuner, 1, wait=0.08, step=0.02) == [4]
     assert tuner.limit(2) == Setting(2, PROCESSES, 2)
     assert tuner.changes[-1].reason == "memory_budget allows 2 workers"
     assert tuner.limit(3) is None

@@ -22,7 +22,7 @@ from .._plan import LoadPlan
 from .._warn import warn_at_user
 from ..timeline import Timeline
 from .epoch import Epoch
-from .gil import GilSampler
+from .gil import WORTH_SAMPLING_FIRST_S, GilSampler
 from .in_process import InProcessTransport
 from .lifecycle import WorkerHandle
 from .memory import MemoryGuard, describe
@@ -97,8 +97,8 @@ class DataLoaderIterator:
         self._handed_at: tuple[float, float] | None = None
         self._retune_to: Setting | None = None  # a change asked for, made after a batch
         self._busy_seen = 0.0  # the workers' loading time the tuner has been told of
-        # worker_method="auto": how much of the probe's loading holds the GIL, sampled (on
-        # batches the tuner is not told of) once a batch shows loading worth workers.
+        # worker_method="auto": how much of the probe's loading holds the GIL, sampled from
+        # the batch after one that shows loading worth workers (gil.py).
         both = tuner is not None and {"multiprocessing", "thread"} <= set(tuner.methods)
         self._gil_wanted = both and tuner is not None and tuner.probing
         self._gil: GilSampler | None = None
@@ -263,12 +263,13 @@ class DataLoaderIterator:
             data = produce()
         else:
             started, started_cpu = time.perf_counter(), time.thread_time()
-            sampled = self._gil is not None and self._gil.wanted
-            if sampled:
-                assert self._gil is not None
-                self._gil.sample(True)
-                data = produce()
-                self._gil.sample(False)
+            gil = self._gil
+            if gil is not None and gil.wanted:
+                gil.sample(True)
+                try:
+                    data = produce()
+                finally:
+                    gil.sample(False)
             else:
                 data = produce()
             waited = time.perf_counter() - started
@@ -276,7 +277,7 @@ class DataLoaderIterator:
             if self._timeline is not None:
                 self._timeline.waited(epoch.last_task_id, started, started + waited)
             if self._tuner is not None:
-                self._observe(waited, started, started_cpu, sampled)
+                self._observe(waited, started, started_cpu)
         epoch.delivered()
         if self._memory is not None and self._memory.due() and not self.closed:
             self._check_memory(data)
@@ -291,24 +292,26 @@ class DataLoaderIterator:
 
     # -- num_workers="auto" ----------------------------------------------------------------
 
-    def _observe(self, waited: float, called: float, called_cpu: float, sampled: bool) -> None:
+    def _observe(self, waited: float, called: float, called_cpu: float) -> None:
         """Tell the tuner about this batch (the loop's step since the last one, and the wait
         for this one); change the workers, after this batch is counted, when it says so.
-        The first batch (start-up in its wait) and those the GIL sampler slowed are not told;
-        loading worth workers starts the sampler."""
+        The first batch (start-up in its wait) is not told. Loading worth workers starts the
+        GIL sampler for the next batches: 1 ms a batch, or 10 ms for the first (whose
+        start-up holds the GIL far more than the loading, so it is never sampled)."""
         assert self._tuner is not None
-        if self._gil_wanted and self._gil is None and waited >= IN_PROCESS_BELOW_S:
+        handed = self._handed_at
+        worth = WORTH_SAMPLING_FIRST_S if handed is None else IN_PROCESS_BELOW_S
+        if self._gil_wanted and self._gil is None and waited >= worth:
             self._gil = GilSampler()
-        if self._handed_at is None or sampled:
+        if handed is None:
             return
-        step = called - self._handed_at[0]
-        step_cpu = called_cpu - self._handed_at[1]
+        step, step_cpu = called - handed[0], called_cpu - handed[1]
         busy_total = sum(part.worker_busy_s for part in self._stats_before)
         busy_total += self._epoch.stats.worker_busy_s
         busy, self._busy_seen = max(busy_total - self._busy_seen, 0.0), busy_total
         gil = self._gil.held_fraction() if self._gil is not None else None
         self._retune_to = self._tuner.observe(waited, step, step_cpu, busy, gil)
-        if not self._tuner.probing:
+        if not self._tuner.probing:  # the sampler's work is done
             self._gil_wanted = False
             if self._gil is not None:
                 self._gil.stop()

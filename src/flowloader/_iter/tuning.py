@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-PROBE_MIN_BATCHES = 2
+PROBE_MIN_BATCHES = 1
 PROBE_MAX_BATCHES = 16
 PROBE_MIN_S = 0.05
 IN_PROCESS_FRACTION = 0.05
@@ -174,10 +174,7 @@ class WorkerTuner:
         self._window.add(wait_s, step_s, step_cpu_s, busy_s)
         window = self._window
         if self.probing:
-            enough = window.batches >= PROBE_MIN_BATCHES and window.wall_s >= PROBE_MIN_S
-            if not enough and window.batches < PROBE_MAX_BATCHES:
-                return None
-            return self._decide(self._after_probe(window), window)
+            return self._probe_ends(window)
         if window.batches < WINDOW_MIN_BATCHES or window.wall_s < WINDOW_MIN_S:
             return None
         if self.num_workers == 0:  # in process the wait is the loading: probe again
@@ -185,6 +182,16 @@ class WorkerTuner:
         return self._decide(self._after_window(window), window)
 
     # -- the probe ---------------------------------------------------------------------------
+
+    def _probe_ends(self, window: _Window) -> Setting | None:
+        """The probe's decision once it has measured enough (None: not yet)."""
+        enough = window.batches >= PROBE_MIN_BATCHES and window.wall_s >= PROBE_MIN_S
+        if not enough and window.batches < PROBE_MAX_BATCHES:
+            return None
+        decision = self._after_probe(window)
+        if self._gil_awaited(decision[0]) and window.batches < PROBE_MAX_BATCHES:
+            return None
+        return self._decide(decision, window)
 
     def _after_probe(self, window: _Window) -> tuple[Setting, str]:
         load = self._load_s = window.wait_s / window.batches  # in process, the wait is loading
@@ -207,6 +214,12 @@ class WorkerTuner:
             f"({1000 * loop_cpu:.1f} ms of CPU): {workers} workers give "
             f"{self._rate(workers):.1f} batches/s on {self.cores} cores{why}"
         )
+
+    def _gil_awaited(self, setting: Setting) -> bool:
+        """True while the probe would choose workers of either kind without the GIL measured
+        (the sampler measures it on the probe's next batches)."""
+        both = THREADS in self.methods and PROCESSES in self.methods
+        return both and setting.num_workers > 0 and self.gil_held is None
 
     def _rate(self, workers: int) -> float:
         """Batches/s with ``workers`` processes: the workers' pace, the loop's, and what the
