@@ -36,7 +36,7 @@ class Scripted:
     """A tuner that changes the workers after the batches its script names (their kind and
     prefetch stay the loader's)."""
 
-    methods: tuple[str, ...] = ()  # the loader's own: no GIL probe
+    chooses_method = False  # the loader's own worker_method: no GIL probe
     method = "multiprocessing"  # where worker_method is left to the tuner
     prefetch = 2
     probing = False

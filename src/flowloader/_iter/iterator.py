@@ -99,8 +99,7 @@ class DataLoaderIterator:
         self._busy_seen = 0.0  # the workers' loading time the tuner has been told of
         # worker_method="auto": how much of the probe's loading holds the GIL, sampled from
         # the batch after one that shows loading worth workers (gil.py).
-        both = tuner is not None and {"multiprocessing", "thread"} <= set(tuner.methods)
-        self._gil_wanted = both and tuner is not None and tuner.probing
+        self._gil_wanted = tuner is not None and tuner.chooses_method and tuner.probing
         self._gil: GilSampler | None = None
         self.on_position: Callable[[Any], None] | None = None  # told when a retune moves it
         self._timeline = (

@@ -35,7 +35,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-PROBE_MIN_BATCHES = 1
 PROBE_MAX_BATCHES = 16
 PROBE_MIN_S = 0.05
 IN_PROCESS_FRACTION = 0.05
@@ -153,6 +152,11 @@ class WorkerTuner:
         return not self.changes
 
     @property
+    def chooses_method(self) -> bool:
+        """True where it may choose threads or processes (worker_method "auto")."""
+        return THREADS in self.methods and PROCESSES in self.methods
+
+    @property
     def ceiling(self) -> int:
         """The most workers it may choose: the usable cores, or fewer where memory says."""
         return self.cores if self.max_workers is None else min(self.cores, self.max_workers)
@@ -185,8 +189,7 @@ class WorkerTuner:
 
     def _probe_ends(self, window: _Window) -> Setting | None:
         """The probe's decision once it has measured enough (None: not yet)."""
-        enough = window.batches >= PROBE_MIN_BATCHES and window.wall_s >= PROBE_MIN_S
-        if not enough and window.batches < PROBE_MAX_BATCHES:
+        if window.wall_s < PROBE_MIN_S and window.batches < PROBE_MAX_BATCHES:
             return None
         decision = self._after_probe(window)
         if self._gil_awaited(decision[0]) and window.batches < PROBE_MAX_BATCHES:
@@ -218,8 +221,7 @@ class WorkerTuner:
     def _gil_awaited(self, setting: Setting) -> bool:
         """True while the probe would choose workers of either kind without the GIL measured
         (the sampler measures it on the probe's next batches)."""
-        both = THREADS in self.methods and PROCESSES in self.methods
-        return both and setting.num_workers > 0 and self.gil_held is None
+        return self.chooses_method and setting.num_workers > 0 and self.gil_held is None
 
     def _rate(self, workers: int) -> float:
         """Batches/s with ``workers`` processes: the workers' pace, the loop's, and what the
@@ -231,7 +233,7 @@ class WorkerTuner:
         """Threads where ``workers`` of them load within GOOD_ENOUGH of processes' pace, else
         processes; and why. Under one GIL, the loading's GIL-holding part and the loop's CPU
         time (counted as holding it: the safe side) run one at a time."""
-        if THREADS not in self.methods or PROCESSES not in self.methods:
+        if not self.chooses_method:
             return self.method, ""
         held = self.gil_held
         if held is None:
