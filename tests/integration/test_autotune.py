@@ -165,6 +165,33 @@ def test_the_tuner_stays_in_process_for_cheap_loading_and_starts_workers_for_hea
     assert "workers give" in tuning[0]["reason"]
 
 
+@pytest.mark.timeout(120)
+def test_a_first_batch_worth_workers_decides_and_workers_load_the_second() -> None:
+    """The probe needs one batch when that batch shows loading worth workers: told when the
+    loop comes back, with the GIL sampled over it, and the second batch is the workers'. A
+    state saved after the change resumes exactly."""
+    ds = Slowish(n=80, delay_s=0.015)  # 60 ms batches that sleep: threads
+    expected = reference(ds, shuffle=True, generator=6)
+    loader = fl.DataLoader(ds, batch_size=4, shuffle=True, generator=6, num_workers="auto")
+    iterator = iter(loader)
+    got, workers = [], []
+    for batch in iterator:
+        got.append(batch.tolist())
+        workers.append(iterator.stats().num_workers)
+        if len(got) == 3:
+            break
+    probe = iterator.stats().tuning[0]
+    assert probe["measured"]["batches"] == 1, probe
+    assert probe["measured"]["gil_held"] < 0.5, probe
+    assert probe["num_workers"] >= 1, probe
+    assert probe["worker_method"] == "thread", probe
+    assert workers == [0, probe["num_workers"], probe["num_workers"]]
+    state = json.loads(json.dumps(loader.state_dict()))
+    again = fl.DataLoader(ds, batch_size=4, shuffle=True, generator=6)
+    again.load_state_dict(state)
+    assert got + [b.tolist() for b in again] == expected
+
+
 def test_auto_is_refused_where_it_cannot_work() -> None:
     class Stream(fl.IterableDataset):
         def __iter__(self):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from flowloader._iter.gil import WINDOW_S, GilSampler
+from flowloader._iter.gil import MIN_SAMPLED_S, GilSampler
 
 
 def spin(seconds: float) -> None:
@@ -46,16 +46,34 @@ def test_nothing_is_sampled_while_sampling_is_off_and_stop_ends_the_thread() -> 
         time.sleep(0.01)
 
 
+def start_up_then(loading):
+    def batch(seconds: float) -> None:
+        spin(0.04)  # the first batch's start-up: Python, holding the GIL
+        loading(seconds)
+
+    return batch
+
+
 @pytest.mark.timeout(30)
-def test_a_window_ends_on_its_own_so_a_long_batch_is_slowed_only_briefly() -> None:
+def test_the_share_is_read_from_the_end_of_the_batch_after_its_start_up() -> None:
+    assert sampled(start_up_then(time.sleep), 0.1) < 0.3
+    assert sampled(start_up_then(spin), 0.1) > 0.7
+
+
+@pytest.mark.timeout(30)
+def test_a_batch_shorter_than_the_minimum_tells_nothing_yet() -> None:
     sampler = GilSampler()
     try:
         sampler.sample(True)
-        time.sleep(0.3)  # a batch much longer than a window
+        time.sleep(MIN_SAMPLED_S / 4)
         sampler.sample(False)
-        assert WINDOW_S <= sampler.sampled_s < 0.15
+        assert sampler.wanted
+        assert sampler.held_fraction() is None
+        sampler.sample(True)  # the next batch adds to it
+        time.sleep(MIN_SAMPLED_S)
+        sampler.sample(False)
+        assert not sampler.wanted
         assert sampler.held_fraction() < 0.3
-        assert not sampler.wanted  # one window was enough
     finally:
         sampler.stop()
 

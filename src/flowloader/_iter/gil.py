@@ -14,21 +14,22 @@ often, for short calls, would wait that long at each drop while the spinner ran 
 as GIL-free (packed token rows, Python packing between NumPy calls: 37% held by a spinner,
 90% by this sampler, and two thread workers load them no faster than one).
 
-It samples windows of at most ``WINDOW_S`` of the probe's batches, ``MIN_SAMPLED_S`` in
-all; they slow the loading by a few percent at most, so the tuner times them too. It starts
-only once a batch has shown loading worth workers (cheap loading stays in process whatever
-the GIL does), and never samples the first batch, whose start-up holds the GIL far more
-than the loading does."""
+It samples a batch from start to end, in windows of ``WINDOW_S``, and reads the GIL's share
+from the later half of them: a batch's start-up comes first (the epoch's first
+batch opens files, imports image plugins, sets up a ``Mixture``) and holds the GIL far more
+than the loading that follows. Sampling slows the loading by a few percent, so the tuner
+times sampled batches too."""
 
 from __future__ import annotations
 
+import collections
 import select
 import threading
 import time
 
 MIN_SAMPLED_S = 0.02
-WINDOW_S = 0.02
-WORTH_SAMPLING_FIRST_S = 0.01  # a first batch this long starts sampling at the second
+WINDOW_S = 0.01
+WORTH_SAMPLING_FIRST_S = 0.01  # a first batch this long shows loading worth sampling on
 
 
 class GilSampler:
@@ -39,8 +40,8 @@ class GilSampler:
         self._counted = threading.Event()  # the sampler has added up what it sampled
         self._counted.set()
         self._stopped = False
-        self.sampled_s = 0.0
-        self.free_s = 0.0
+        # (CPU time the sampler got, wall time) of its latest windows, the newest last
+        self._windows: collections.deque[tuple[float, float]] = collections.deque(maxlen=16)
         self._since = 0.0
         self._until = float("inf")
         self._thread = threading.Thread(
@@ -49,13 +50,17 @@ class GilSampler:
         self._thread.start()
 
     @property
+    def sampled_s(self) -> float:
+        """The wall time of the windows kept."""
+        return sum(wall for _, wall in self._windows)
+
+    @property
     def wanted(self) -> bool:
         """True until enough has been sampled."""
         return self.sampled_s < MIN_SAMPLED_S and not self._stopped
 
     def sample(self, on: bool) -> None:
-        """Start a window (it ends after ``WINDOW_S``, or here); stopping waits (briefly)
-        until the window is counted."""
+        """Start sampling, or stop (waiting briefly until the last window is counted)."""
         if on:
             self._counted.clear()
             self._since = time.perf_counter()
@@ -70,24 +75,31 @@ class GilSampler:
         while not self._stopped:
             if not self._sampling.wait(0.1):
                 continue
-            cpu = time.thread_time()
-            since = self._since  # from the window's start: a thread starved of the GIL
-            end = since + WINDOW_S  # may not even start, which counts as held
-            while self._sampling.is_set() and not self._stopped and time.perf_counter() < end:
-                for _ in range(200):  # Python: it needs the GIL to run
-                    pass
-                select.select([], [], [], 0)  # lets go of the GIL, not of the CPU
-            self.free_s += time.thread_time() - cpu
-            self.sampled_s += min(time.perf_counter(), self._until) - since
-            self._sampling.clear()
+            since = self._since  # from sample(True): a thread starved of the GIL may get
+            while True:  # it only after sample(False), and that whole time is held
+                cpu = time.thread_time()
+                end = since + WINDOW_S
+                while self._sampling.is_set() and not self._stopped and time.perf_counter() < end:
+                    for _ in range(200):  # Python: it needs the GIL to run
+                        pass
+                    select.select([], [], [], 0)  # lets go of the GIL, not of the CPU
+                until = min(time.perf_counter(), self._until)
+                self._windows.append((time.thread_time() - cpu, max(until - since, 0.0)))
+                since = until
+                if not self._sampling.is_set() or self._stopped:
+                    break
             self._counted.set()
 
     def held_fraction(self) -> float | None:
-        """The share of the sampled time the loading held the GIL (None: too little sampled
-        to tell)."""
-        if self.sampled_s < MIN_SAMPLED_S:
-            return None
-        return 1 - min(self.free_s / self.sampled_s, 1.0)
+        """The share of the sampled time that the loading held the GIL, read from the later
+        half of the windows kept, ``MIN_SAMPLED_S`` at least (None: too little sampled)."""
+        wanted = max(self.sampled_s / 2, MIN_SAMPLED_S)
+        free = wall = 0.0
+        for window_free, window_wall in reversed(self._windows):
+            free, wall = free + window_free, wall + window_wall
+            if wall >= wanted:
+                return 1 - min(free / wall, 1.0)
+        return None
 
     def stop(self) -> None:
         self._stopped = True

@@ -97,10 +97,12 @@ class DataLoaderIterator:
         self._handed_at: tuple[float, float] | None = None
         self._retune_to: Setting | None = None  # a change asked for, made after a batch
         self._busy_seen = 0.0  # the workers' loading time the tuner has been told of
-        # worker_method="auto": how much of the probe's loading holds the GIL, sampled from
-        # the batch after one that shows loading worth workers (gil.py).
+        # worker_method="auto": how much of the probe's loading holds the GIL, sampled over
+        # the first batch and, once a batch shows loading worth workers, the next (gil.py).
         self._gil_wanted = tuner is not None and tuner.chooses_method and tuner.probing
+        self._gil_armed = self._gil_wanted  # sample the next batch
         self._gil: GilSampler | None = None
+        self._untold_wait: float | None = None  # the probe's last batch, told on the next call
         self.on_position: Callable[[Any], None] | None = None  # told when a retune moves it
         self._timeline = (
             Timeline(stats.trace_batches) if stats.enabled and stats.trace_batches > 0 else None
@@ -224,7 +226,7 @@ class DataLoaderIterator:
         """Start the next epoch on the same (persistent) workers."""
         self._epoch.discard()
         self._stats_before.clear()
-        self._handed_at = None
+        self._handed_at = self._untold_wait = None
         if self._memory is not None:
             self._memory.measure_next_batch()
         self._length_hint = length_hint
@@ -253,17 +255,21 @@ class DataLoaderIterator:
     # -- handing out batches --------------------------------------------------------------
 
     def __next__(self) -> Any:
+        timed = stats.enabled or self._tuner is not None
+        if timed:
+            started, started_cpu = time.perf_counter(), time.thread_time()
+            if self._untold_wait is not None:
+                self._tell_untold(started, started_cpu)
         epoch = self._epoch
         while epoch.skip_batches:  # resuming a stream: load and drop what was delivered
             epoch.skip_batches -= 1
             self._guarded_next()
         produce = self._guarded_next if self._pin_stage is None else self._next_pinned
-        if not stats.enabled and self._tuner is None:
+        if not timed:
             data = produce()
         else:
-            started, started_cpu = time.perf_counter(), time.thread_time()
-            gil = self._gil
-            if gil is not None and gil.wanted:
+            gil = self._gil_for_this_batch()
+            if gil is not None:
                 gil.sample(True)
                 try:
                     data = produce()
@@ -280,9 +286,7 @@ class DataLoaderIterator:
         epoch.delivered()
         if self._memory is not None and self._memory.due() and not self.closed:
             self._check_memory(data)
-        if self._retune_to is not None:
-            setting, self._retune_to = self._retune_to, None
-            self._retune(setting)
+        self._retune_if_asked()
         if self._tuner is not None:
             self._handed_at = (time.perf_counter(), time.thread_time())
         if self._pin_stage is not None or self._convert is None:
@@ -291,30 +295,69 @@ class DataLoaderIterator:
 
     # -- num_workers="auto" ----------------------------------------------------------------
 
+    def _gil_for_this_batch(self) -> GilSampler | None:
+        """The GIL sampler, where it should sample the batch about to load: the first batch
+        of the probe, and the next ones once a batch has shown loading worth workers."""
+        if not self._gil_armed:
+            return None
+        if self._gil is None:
+            self._gil = sampler = GilSampler()
+            weakref.finalize(self, sampler.stop)
+        return self._gil if self._gil.wanted else None
+
     def _observe(self, waited: float, called: float, called_cpu: float) -> None:
-        """Tell the tuner about this batch (the loop's step since the last one, and the wait
-        for this one); change the workers, after this batch is counted, when it says so.
-        The first batch (start-up in its wait) is not told. Loading worth workers starts the
-        GIL sampler for the next batches: 1 ms a batch, or 10 ms for the first (whose
-        start-up holds the GIL far more than the loading, so it is never sampled)."""
-        assert self._tuner is not None
-        handed = self._handed_at
-        worth = WORTH_SAMPLING_FIRST_S if handed is None else IN_PROCESS_BELOW_S
-        if self._gil_wanted and self._gil is None and waited >= worth:
-            self._gil = GilSampler()
-        if handed is None:
+        """This batch was handed out after ``waited``. While the tuner probes, it is told of
+        the batch when the loop comes back for the next one, with the loop's step in
+        between, so that a decision applies from that next batch on (the first batch only
+        when it shows loading worth workers: its wait holds the start-up, which costs more
+        than cheap loading). After the probe it is told now, with the step before it, and a
+        change is made after this batch is counted."""
+        tuner = self._tuner
+        assert tuner is not None
+        first = self._handed_at is None
+        if self._gil_wanted:  # sample on once a batch shows loading worth workers
+            worth = WORTH_SAMPLING_FIRST_S if first else IN_PROCESS_BELOW_S
+            self._gil_armed = waited >= worth or (self._gil_armed and not first)
+        if tuner.probing:
+            if not first or waited >= WORTH_SAMPLING_FIRST_S:
+                self._untold_wait = waited
             return
-        step, step_cpu = called - handed[0], called_cpu - handed[1]
+        if not first:
+            assert self._handed_at is not None
+            step = called - self._handed_at[0]
+            self._tell(waited, step, called_cpu - self._handed_at[1])
+
+    def _tell_untold(self, called: float, called_cpu: float) -> None:
+        """Tell the tuner of the probe's last batch, the loop having come back for the next
+        one; a change it asks for is made before that next batch loads."""
+        waited, self._untold_wait = self._untold_wait, None
+        assert waited is not None
+        assert self._handed_at is not None
+        handed, handed_cpu = self._handed_at
+        self._tell(waited, called - handed, called_cpu - handed_cpu)
+        self._handed_at = (called, called_cpu)  # this step is told: the next one starts here
+        self._retune_if_asked()
+
+    def _tell(self, waited: float, step: float, step_cpu: float) -> None:
+        """One batch for the tuner: the wait for it and the loop's step beside it, with the
+        workers' loading time since the last batch told and the GIL's share so far."""
+        tuner = self._tuner
+        assert tuner is not None
         busy_total = sum(part.worker_busy_s for part in self._stats_before)
         busy_total += self._epoch.stats.worker_busy_s
         busy, self._busy_seen = max(busy_total - self._busy_seen, 0.0), busy_total
         gil = self._gil.held_fraction() if self._gil is not None else None
-        self._retune_to = self._tuner.observe(waited, step, step_cpu, busy, gil)
-        if not self._tuner.probing:  # the sampler's work is done
-            self._gil_wanted = False
+        self._retune_to = tuner.observe(waited, step, step_cpu, busy, gil)
+        if not tuner.probing:  # the sampler's work is done
+            self._gil_wanted = self._gil_armed = False
             if self._gil is not None:
                 self._gil.stop()
                 self._gil = None
+
+    def _retune_if_asked(self) -> None:
+        if self._retune_to is not None:
+            setting, self._retune_to = self._retune_to, None
+            self._retune(setting)
 
     # -- memory_budget ----------------------------------------------------------------------
 
