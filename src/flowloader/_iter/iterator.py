@@ -97,6 +97,7 @@ class DataLoaderIterator:
         self._handed_at: tuple[float, float] | None = None
         self._retune_to: Setting | None = None  # a change asked for, made after a batch
         self._busy_seen = 0.0  # the workers' loading time the tuner has been told of
+        self._busy_before = 0.0  # ... and theirs in this epoch's parts before the last change
         # worker_method="auto": how much of the probe's loading holds the GIL, sampled over
         # the first batch and, once a batch shows loading worth workers, the next (gil.py).
         self._gil_wanted = tuner is not None and tuner.chooses_method and tuner.probing
@@ -224,6 +225,7 @@ class DataLoaderIterator:
         resume: dict[str, Any] | None = None,
     ) -> None:
         """Start the next epoch on the same (persistent) workers."""
+        self._busy_before += self._epoch.stats.worker_busy_s  # the tuner's count goes on
         self._epoch.discard()
         self._stats_before.clear()
         self._handed_at = self._untold_wait = None
@@ -268,7 +270,7 @@ class DataLoaderIterator:
         if not timed:
             data = produce()
         else:
-            gil = self._gil_for_this_batch()
+            gil = self._gil_for_this_batch() if self._gil_armed else None
             if gil is not None:
                 gil.sample(True)
                 try:
@@ -298,8 +300,6 @@ class DataLoaderIterator:
     def _gil_for_this_batch(self) -> GilSampler | None:
         """The GIL sampler, where it should sample the batch about to load: the first batch
         of the probe, and the next ones once a batch has shown loading worth workers."""
-        if not self._gil_armed:
-            return None
         if self._gil is None:
             self._gil = sampler = GilSampler()
             weakref.finalize(self, sampler.stop)
@@ -343,8 +343,7 @@ class DataLoaderIterator:
         workers' loading time since the last batch told and the GIL's share so far."""
         tuner = self._tuner
         assert tuner is not None
-        busy_total = sum(part.worker_busy_s for part in self._stats_before)
-        busy_total += self._epoch.stats.worker_busy_s
+        busy_total = self._busy_before + self._epoch.stats.worker_busy_s
         busy, self._busy_seen = max(busy_total - self._busy_seen, 0.0), busy_total
         gil = self._gil.held_fraction() if self._gil is not None else None
         self._retune_to = tuner.observe(waited, step, step_cpu, busy, gil)
@@ -437,6 +436,7 @@ class DataLoaderIterator:
         state = self._epoch.position.state()
         self._epoch.absorb_stages(self._transport.stage_readings())
         self._stats_before.append(self._epoch.stats_snapshot())
+        self._busy_before += self._epoch.stats.worker_busy_s
         self._epoch.discard()
         if self._pin_stage is not None:
             self._pin_stage.clear()
