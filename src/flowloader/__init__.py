@@ -6,6 +6,7 @@ does not pay for Pillow or the vision code.
 """
 
 import importlib
+import types
 from typing import Any
 
 from ._iter.iterator import DataLoaderIterator
@@ -82,4 +83,11 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _LAZY_SUBPACKAGES)
+    """The public names, the lazy subpackages and the submodules loaded so far; not what this
+    file imports for itself (``importlib``, ``Any``)."""
+    submodules = {
+        name
+        for name, value in globals().items()
+        if isinstance(value, types.ModuleType) and value.__name__.startswith(f"{__name__}.")
+    }
+    return sorted({*__all__, *_LAZY_SUBPACKAGES, *submodules, "__version__"})

@@ -208,6 +208,13 @@ def test_exceptions_from_the_dataset_propagate_unchanged() -> None:
         next(iter(fl.DataLoader(Broken())))
 
 
+def test_dir_lists_the_public_names_not_the_package_s_own_imports() -> None:
+    names = dir(fl)
+    assert set(fl.__all__) <= set(names)
+    assert {"utils", "vision", "tables", "dataloader", "__version__"} <= set(names)
+    assert not {"importlib", "Any", "types"} & set(names)
+
+
 def test_utils_data_exposes_the_same_names() -> None:
     from flowloader.utils import data
 

@@ -154,6 +154,16 @@ def test_prefetch_stays_as_given_and_busy_workers_get_company() -> None:
     assert decisions(tuned, 8, wait=0.05, step=0.1, busy_s=0.15) == [Setting(2, PROCESSES, 2)]
 
 
+def test_prefetch_deepens_once_every_core_has_a_busy_worker() -> None:
+    tuned = WorkerTuner(cores=2, prefetch=2, tune_prefetch=True)
+    assert feed(tuned, 1, wait=0.08, step=0.0) == [2]
+    [deeper] = decisions(tuned, 8, wait=0.1, step=0.05, busy_s=0.3)
+    assert deeper == Setting(2, PROCESSES, 3)
+    assert "a worker on each core it may use: deeper prefetch" in tuned.changes[-1].reason
+    assert decisions(tuned, 8, wait=0.1, step=0.05, busy_s=0.3) == [Setting(2, PROCESSES, 4)]
+    assert decisions(tuned, 8, wait=0.1, step=0.05, busy_s=0.3) == []  # as deep as it goes
+
+
 def test_a_memory_limit_lowers_the_count_and_caps_what_comes_later() -> None:
     tuner = WorkerTuner(cores=8)
     assert feed(tuner, 1, wait=0.08, step=0.02) == [4]

@@ -21,7 +21,10 @@ it keeps in flight, so batches and order stay those of any setting (docs/design/
 - Then windows of batches. The loop waiting more than ``WAIT_GROW`` of the time: while the
   workers were busy less than ``BUSY_SATURATED`` of it, they keep up on average but not
   in time, so prefetch deepens (up to ``MAX_PREFETCH``); else a worker is added, up to the
-  usable cores (threads turn into processes where the GIL would hold the next one back).
+  usable cores (threads turn into processes where the GIL would hold the next one back);
+  with a worker on every usable core, prefetch deepens instead: batches that take longer than
+  others leave a worker idle while the loop waits for the slow one in order, unless more
+  are queued for it (packed token rows, whose packing varies: 1.11x at prefetch 4).
   Waiting under ``WAIT_SHRINK`` for two windows removes a worker, giving its core back to
   the loop, but never down to a count at which the loop was seen waiting.
 - In process, a window is a probe again (the loop's wait there is the loading itself, not a
@@ -265,6 +268,11 @@ class WorkerTuner:
                 method, why = self._method_for(workers) if self.method == THREADS else ("", "")
                 return self._with(workers, method or self.method), (
                     f"the loop waited {100 * waited:.0f}% of the time{why}"
+                )
+            if deeper and self.num_workers:
+                return self._with(self.num_workers, prefetch=self.prefetch + 1), (
+                    f"the loop waited {100 * waited:.0f}% of the time with a worker on each "
+                    "core it may use: deeper prefetch, for the gaps where one waits its turn"
                 )
             return self.setting, ""
         if waited < WAIT_SHRINK:

@@ -47,11 +47,15 @@ def table_kind(source: str) -> str | None:
     if os.path.isdir(source):
         if os.path.exists(os.path.join(source, "state.json")):
             return "arrow"
-        for kind, suffixes in (("parquet", PARQUET), ("arrow", ARROW)):
-            pattern = os.path.join(source, "**", "*")
-            if any(p.endswith(suffixes) for p in glob.iglob(pattern, recursive=True)):
-                return kind
-        raise UsageError(f"{source}: a folder without Parquet or Arrow files")
+        found = None  # one walk of the tree: Parquet wherever there is any, else Arrow
+        for path in glob.iglob(os.path.join(source, "**", "*"), recursive=True):
+            if path.endswith(PARQUET):
+                return "parquet"
+            if path.endswith(ARROW):
+                found = "arrow"
+        if found is None:
+            raise UsageError(f"{source}: a folder without Parquet or Arrow files")
+        return found
     extension = os.path.splitext(source)[1].lower()
     if extension in PARQUET:
         return "parquet"
