@@ -322,3 +322,15 @@ def test_worker_method_and_prefetch_are_the_tuners_unless_given() -> None:
     for name in ("worker_method", "prefetch_factor"):
         with pytest.raises(ValueError, match=f"{name}='auto' needs num_workers='auto'"):
             fl.DataLoader(ds, num_workers=2, **{name: "auto"})
+
+
+@pytest.mark.timeout(60)
+def test_a_shut_down_iterator_starts_no_workers_for_the_probe_s_decision() -> None:
+    ds = Slowish(n=40, delay_s=0.015)  # the first batch asks for workers
+    iterator = iter(fl.DataLoader(ds, batch_size=4, num_workers="auto"))
+    next(iterator)
+    iterator.shutdown()
+    with pytest.raises(StopIteration):
+        next(iterator)
+    assert iterator.stats().num_workers == 0
+    assert not any(t.name.startswith("flowloader-worker") for t in threading.enumerate())

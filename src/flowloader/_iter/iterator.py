@@ -260,7 +260,7 @@ class DataLoaderIterator:
         timed = stats.enabled or self._tuner is not None
         if timed:
             started, started_cpu = time.perf_counter(), time.thread_time()
-            if self._untold_wait is not None:
+            if self._untold_wait is not None and not self.closed:
                 self._tell_untold(started, started_cpu)
         epoch = self._epoch
         while epoch.skip_batches:  # resuming a stream: load and drop what was delivered
