@@ -24,7 +24,7 @@ it keeps in flight, so batches and order stay those of any setting (docs/design/
   usable cores (threads turn into processes where the GIL would hold the next one back);
   with a worker on every usable core, prefetch deepens instead: batches that take longer than
   others leave a worker idle while the loop waits for the slow one in order, unless more
-  are queued for it (packed token rows, whose packing varies: 1.11x at prefetch 4).
+  are queued for it (packed token rows, whose packing varies: 0.98-1.13x at prefetch 4).
   Waiting under ``WAIT_SHRINK`` for two windows removes a worker, giving its core back to
   the loop, but never down to a count at which the loop was seen waiting.
 - In process, a window is a probe again (the loop's wait there is the loading itself, not a
