@@ -34,7 +34,8 @@ def _from_environment() -> tuple[int, int] | None:
         return int(world), int(rank)
     except ValueError:
         raise ValueError(
-            f"WORLD_SIZE={world!r} and RANK={rank!r} must be integers for DistributedSampler"
+            f"WORLD_SIZE={world!r} and RANK={rank!r} must be integers (torchrun sets them to "
+            "the world size and this process's rank)"
         ) from None
 
 
@@ -51,11 +52,10 @@ def detect_world() -> tuple[int, int]:
 
 def world_or_single() -> tuple[int, int]:
     """(world size, rank) as detect_world finds them, else one rank: for samplers that deal
-    to ranks when there are any and read everything alone otherwise."""
-    try:
-        return detect_world()
-    except ValueError:
-        return 1, 0
+    to ranks when there are any and read everything alone otherwise. WORLD_SIZE and RANK set
+    to something other than integers are an error, not one rank (every process would read
+    everything)."""
+    return _from_torch_distributed() or _from_environment() or (1, 0)
 
 
 class DistributedSampler(Sampler[int]):

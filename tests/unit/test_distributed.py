@@ -173,3 +173,19 @@ def test_which_samplers_split_the_data_by_rank() -> None:
     assert splits_by_rank(Mine())
     # Without torch.distributed running there is nothing to duplicate.
     assert duplicated_across_ranks(fl.RandomSampler(data), None) is None
+
+
+def test_samplers_that_default_to_one_rank_still_refuse_a_bad_environment(monkeypatch) -> None:
+    """Without WORLD_SIZE and RANK they read everything alone; with them malformed they raise
+    rather than read everything on every rank."""
+    mixture = fl.Mixture([list(range(8)), list(range(8))], [0.5, 0.5])
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
+    assert fl.BlockShuffleSampler(16, block_size=4).num_replicas == 1
+    assert fl.MixtureBatchSampler(mixture, 2).num_replicas == 1
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(ValueError, match="integers"):
+        fl.BlockShuffleSampler(16, block_size=4)
+    with pytest.raises(ValueError, match="integers"):
+        fl.MixtureBatchSampler(mixture, 2)

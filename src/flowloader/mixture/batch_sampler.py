@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..distributed import _from_environment, _from_torch_distributed
+from ..distributed import world_or_single
 from ..sampler import Sampler
 from .dataset import Mixture
 from .plan import MixturePlan
@@ -220,7 +220,7 @@ def _shown(values: Any, key: str) -> Any:
 def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
     """(num_replicas, rank): as given, else torch.distributed's or torchrun's, else one rank."""
     if num_replicas is None or rank is None:
-        found = _from_torch_distributed() or _from_environment() or (1, 0)
+        found = world_or_single()
         num_replicas = found[0] if num_replicas is None else num_replicas
         rank = found[1] if rank is None else rank
     if isinstance(num_replicas, bool) or not isinstance(num_replicas, int) or num_replicas <= 0:
