@@ -39,9 +39,15 @@ def _from_environment() -> tuple[int, int] | None:
         ) from None
 
 
+def _found_world() -> tuple[int, int] | None:
+    """(world size, rank): torch.distributed if initialised, else torchrun's environment;
+    None where neither says."""
+    return _from_torch_distributed() or _from_environment()
+
+
 def detect_world() -> tuple[int, int]:
-    """(world size, rank): torch.distributed if initialised, else torchrun's environment."""
-    found = _from_torch_distributed() or _from_environment()
+    """(world size, rank) as :func:`_found_world` finds them, else an error."""
+    found = _found_world()
     if found is None:
         raise ValueError(
             "DistributedSampler could not find num_replicas and rank: pass them explicitly, "
@@ -55,7 +61,7 @@ def world_or_single() -> tuple[int, int]:
     to ranks when there are any and read everything alone otherwise. WORLD_SIZE and RANK set
     to something other than integers are an error, not one rank (every process would read
     everything)."""
-    return _from_torch_distributed() or _from_environment() or (1, 0)
+    return _found_world() or (1, 0)
 
 
 class DistributedSampler(Sampler[int]):
