@@ -12,6 +12,12 @@ settings, the time it takes to reach its rate, and its memory against budgets.
    its own per batch (its step rate is what counts there). The "auto" loader also reads a
    second epoch, which starts where the tuner got to: what the probe costs is paid once a
    loader.
+   Head to head: the best of 25 single epochs sits above what that setting gives on a
+   typical epoch (the noise picks the winner), so the grid's best three settings and "auto"
+   are then read again, ``--rounds`` times each in rotating order; the best of them (by
+   median) is the one "auto" is set against, round by round (a pair read close together in
+   time, which the machine's drift hits alike), and the median of those ratios is reported:
+   a comparison that no selection favours.
 2. Warm-up: one "auto" loader read for ``WARMUP_S`` seconds (epoch after epoch); the time
    until its rate over the last second first reaches 90% of its rate over the run's last
    third.
@@ -21,7 +27,7 @@ settings, the time it takes to reach its rate, and its memory against budgets.
    workers' USS less their private segments, and its segment files); and a budget too small
    for one batch.
 
-    python -m benchmarks.autotune [--runs 1] [--json F]
+    python -m benchmarks.autotune [--runs 1] [--rounds 5] [--only NAME] [--json F]
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ WARMUP_S = 12.0
 MEMORY_BATCHES = 24
 MB = 1 << 20
 NEXT_EPOCH = "auto, next epoch"  # the same "auto" loader's second epoch, probe done
+TOP = 3  # the grid's best settings read again head to head with "auto"
 
 
 def setting_name(workers: Any, method: str | None = None, prefetch: int | None = None) -> str:
@@ -153,9 +160,11 @@ def decision(change: dict[str, Any]) -> tuple[Any, ...]:
     return (round(change["at_s"], 2), change["num_workers"], kind, change["prefetch_factor"])
 
 
-def grid(runs: int) -> list[dict[str, Any]]:
+def grid(runs: int, rounds: int, only: str | None) -> list[dict[str, Any]]:
     records = []
     for name, pipeline in pipelines().items():
+        if only and only not in name:
+            continue
         print(f"grid: {name}", flush=True)
         ds = pipeline.make()
         settings = [*GRID, ("auto", None, None)]
@@ -170,8 +179,53 @@ def grid(runs: int) -> list[dict[str, Any]]:
                     decisions.append([decision(c) for c in tuning])
                     again, _ = epoch_rate(loader, pipeline.loop_cpu_s)  # probed: no probe
                     rates.setdefault(NEXT_EPOCH, []).append(again)
-        records.append({"pipeline": name, "rates": rates, "auto_decisions": decisions})
+        record = {"pipeline": name, "rates": rates, "auto_decisions": decisions}
+        if rounds:
+            record["head_to_head"] = head_to_head(pipeline, ds, rates, rounds)
+        records.append(record)
     return records
+
+
+def head_to_head(
+    pipeline: Pipeline, ds: Any, rates: dict[str, list[float]], rounds: int
+) -> dict[str, list[float]]:
+    """The grid's ``TOP`` settings and "auto", each read for one whole epoch with a new
+    loader ``rounds`` times, in an order that rotates each round."""
+    by_name = {setting_name(*s): s for s in GRID}
+    ranked = sorted(by_name, key=lambda k: median(rates[k]), reverse=True)
+    settings = [("auto", None, None)] + [by_name[k] for k in ranked[:TOP]]
+    again: dict[str, list[float]] = {setting_name(*s): [] for s in settings}
+    for number in range(rounds):
+        shift = number % len(settings)
+        for setting in settings[shift:] + settings[:shift]:
+            rate, _ = epoch_rate(pipeline.loader(ds, *setting), pipeline.loop_cpu_s)
+            again[setting_name(*setting)].append(rate)
+    return again
+
+
+def head_to_head_table(records: list[dict[str, Any]]) -> str:
+    lines = [
+        "| pipeline | the grid's best three, read again (median) | auto (median) | "
+        "auto / best, same round (median) |",
+        "| --- | --- | ---: | ---: |",
+    ]
+    ratios = []
+    for record in records:
+        again = record["head_to_head"]
+        medians = {k: median(v) for k, v in again.items()}
+        fixed = sorted((k for k in medians if k != "auto"), key=medians.get, reverse=True)
+        # Paired: each round's "auto" against the same round's read of the best setting.
+        ratio = median([a / b for a, b in zip(again["auto"], again[fixed[0]], strict=True)])
+        ratios.append(ratio)
+        shown = "; ".join(f"{k}: {medians[k]:.1f}" for k in fixed)
+        lines.append(f"| {record['pipeline']} | {shown} | {medians['auto']:.1f} | {ratio:.2f}x |")
+    rounds = len(records[0]["head_to_head"]["auto"])
+    lines += [
+        "",
+        f"auto against the best setting read again, median of {rounds} rounds' ratios: "
+        f"mean {sum(ratios) / len(ratios):.2f}x, lowest {min(ratios):.2f}x.",
+    ]
+    return "\n".join(lines)
 
 
 def best_of(rates: dict[str, float], kind: str) -> str:
@@ -357,14 +411,18 @@ def memory_table(record: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=5, help="head-to-head rounds (0: none)")
+    parser.add_argument("--only", help="only the pipelines whose name holds this")
     parser.add_argument("--skip", nargs="*", default=[], choices=["grid", "warmup", "memory"])
     parser.add_argument("--json")
     args = parser.parse_args()
     print(environment())
     out: dict[str, Any] = {}
     if "grid" not in args.skip:
-        out["grid"] = grid(args.runs)
+        out["grid"] = grid(args.runs, args.rounds, args.only)
         print(grid_table(out["grid"]))
+        if args.rounds:
+            print(head_to_head_table(out["grid"]))
     if "warmup" not in args.skip:
         out["warmup"] = warmup()
         for r in out["warmup"]:

@@ -27,7 +27,7 @@ import select
 import threading
 import time
 
-MIN_SAMPLED_S = 0.02
+MIN_SAMPLED_S = 0.04
 WINDOW_S = 0.01
 WORTH_SAMPLING_FIRST_S = 0.01  # a first batch this long shows loading worth sampling on
 

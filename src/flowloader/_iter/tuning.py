@@ -16,8 +16,9 @@ it keeps in flight, so batches and order stay those of any setting (docs/design/
   ``GOOD_ENOUGH`` of the best: n workers load n batches per load time, the loop takes one
   per step, and the cores run at most one batch's loading plus the loop's own CPU time per
   batch each, so a loop that computes keeps the CPU it needs. Threads, where the GIL lets
-  n of them load at that rate (the part that holds the GIL runs one at a time): they start
-  at once and share memory. Else processes.
+  n of them load at that rate (the part that holds the GIL runs one at a time, and the GIL
+  busy at most ``GIL_BUSY_MAX`` of the time): they start at once and share memory. Else
+  processes.
 - Then windows of batches. The loop waiting more than ``WAIT_GROW`` of the time: while the
   workers were busy less than ``BUSY_SATURATED`` of it, they keep up on average but not
   in time, so prefetch deepens (up to ``MAX_PREFETCH``); else a worker is added, up to the
@@ -43,6 +44,12 @@ PROBE_MIN_S = 0.05
 IN_PROCESS_FRACTION = 0.05
 IN_PROCESS_BELOW_S = 0.001
 GOOD_ENOUGH = 0.95  # the fewest workers within this of the best predicted rate
+# Threads keep the GIL busy at most this share of the time. Its holders queue, and a thread
+# that wants it may wait a switch interval (5 ms) for one that computes, so the waits grow
+# fast as it nears full; the margin also covers a reading that came out low (the probe
+# samples some 40 ms: packed token rows read 69-93% held, and once low enough for threads,
+# which loaded them at half the rate of processes).
+GIL_BUSY_MAX = 2 / 3
 WINDOW_MIN_BATCHES = 8
 WINDOW_MIN_S = 1.0
 WAIT_GROW = 0.10
@@ -235,7 +242,8 @@ class WorkerTuner:
     def _method_for(self, workers: int) -> tuple[str, str]:
         """Threads where ``workers`` of them load within GOOD_ENOUGH of processes' pace, else
         processes; and why. Under one GIL, the loading's GIL-holding part and the loop's CPU
-        time (counted as holding it: the safe side) run one at a time."""
+        time (counted as holding it: the safe side) run one at a time, keeping the GIL busy
+        ``GIL_BUSY_MAX`` of the time at most."""
         if not self.chooses_method:
             return self.method, ""
         held = self.gil_held
@@ -243,7 +251,7 @@ class WorkerTuner:
             return PROCESSES, "; processes (the GIL was not measured)"
         load, loop_cpu = self._load_s, self._loop_cpu_s
         processes = min(workers / load, self.cores / (load + loop_cpu))
-        threads = min(processes, 1 / max(held * load + loop_cpu, 1e-9))
+        threads = min(processes, GIL_BUSY_MAX / max(held * load + loop_cpu, 1e-9))
         share = f"the loading holds the GIL {100 * held:.0f}% of its time"
         if threads >= GOOD_ENOUGH * processes:
             return THREADS, f"; threads ({share})"
