@@ -14,11 +14,12 @@ often, for short calls, would wait that long at each drop while the spinner ran 
 as GIL-free (packed token rows, Python packing between NumPy calls: 37% held by a spinner,
 90% by this sampler, and two thread workers load them no faster than one).
 
-It samples a batch from start to end, in windows of ``WINDOW_S``, and reads the GIL's share
-from the later half of them: a batch's start-up comes first (the epoch's first
-batch opens files, imports image plugins, sets up a ``Mixture``) and holds the GIL far more
-than the loading that follows. Sampling slows the loading by a few percent, so the tuner
-times sampled batches too."""
+It samples a batch from start to end (the epoch's first from ``WORTH_SAMPLING_FIRST_S`` in:
+a first batch shorter than that stays in process, and sampling it would only slow it), in
+windows of ``WINDOW_S``, and reads the GIL's share from the later half of them: a batch's
+start-up comes first (the epoch's first batch opens files, imports image plugins, sets up a
+``Mixture``) and holds the GIL far more than the loading that follows. Sampling slows the
+loading by a few percent, so the tuner times sampled batches too."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ class GilSampler:
         self._sampling = threading.Event()
         self._counted = threading.Event()  # the sampler has added up what it sampled
         self._counted.set()
+        self._ended = threading.Event()  # sample(False) came
         self._stopped = False
         # (CPU time the sampler got, wall time) of its latest windows, the newest last
         self._windows: collections.deque[tuple[float, float]] = collections.deque(maxlen=16)
@@ -59,24 +61,34 @@ class GilSampler:
         """True until enough has been sampled."""
         return self.sampled_s < MIN_SAMPLED_S and not self._stopped
 
-    def sample(self, on: bool) -> None:
-        """Start sampling, or stop (waiting briefly until the last window is counted)."""
+    def sample(self, on: bool, after_s: float = 0.0) -> None:
+        """Start sampling, ``after_s`` from now; or stop (waiting briefly until the last
+        window is counted)."""
         if on:
             self._counted.clear()
-            self._since = time.perf_counter()
+            self._ended.clear()
+            self._since = time.perf_counter() + after_s
             self._until = float("inf")
             self._sampling.set()
         else:
             self._until = time.perf_counter()
             self._sampling.clear()
+            self._ended.set()
             self._counted.wait(0.1)
 
     def _run(self) -> None:
         while not self._stopped:
             if not self._sampling.wait(0.1):
                 continue
-            since = self._since  # from sample(True): a thread starved of the GIL may get
-            while True:  # it only after sample(False), and that whole time is held
+            # A batch over before sampling was due has nothing to count. Else every window
+            # from ``since`` counts: a thread starved of the GIL may get it only after
+            # sample(False), and that whole time is held.
+            since = self._since
+            self._ended.wait(max(since - time.perf_counter(), 0.0))
+            if self._until <= since:
+                self._counted.set()
+                continue
+            while True:
                 cpu = time.thread_time()
                 end = since + WINDOW_S
                 while self._sampling.is_set() and not self._stopped and time.perf_counter() < end:
@@ -104,4 +116,5 @@ class GilSampler:
     def stop(self) -> None:
         self._stopped = True
         self._counted.set()
+        self._ended.set()
         self._sampling.set()

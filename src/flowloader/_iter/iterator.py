@@ -271,8 +271,8 @@ class DataLoaderIterator:
             data = produce()
         else:
             gil = self._gil_for_this_batch() if self._gil_armed else None
-            if gil is not None:
-                gil.sample(True)
+            if gil is not None:  # the first batch: from when it shows loading worth it
+                gil.sample(True, WORTH_SAMPLING_FIRST_S if self._handed_at is None else 0.0)
                 try:
                     data = produce()
                 finally:

@@ -29,6 +29,7 @@ from ..errors import MemoryBudgetError
 from ..resources import process_memory
 
 CHECK_EVERY_S = 0.5
+MAX_WORKERS = 1024  # the most workers_allowed() answers
 MB = 1 << 20
 
 
@@ -139,13 +140,18 @@ class MemoryGuard:
         return max(int(room // max(self.batch_bytes, 1)), 0)
 
     def workers_allowed(self, prefetch: int) -> int:
-        """How many worker processes fit with ``prefetch`` batches each."""
-        each = self.each_worker
-        fits = 0
-        for n in range(1, 1025):
-            if n * each + (n * prefetch + 1) * self.batch_bytes > self.budget:
-                break
-            fits = n
+        """How many worker processes fit with ``prefetch`` batches each (1024 at most): n of
+        them hold ``n x each + (n x prefetch + 1) x batch``, the loop's batch included."""
+        each, batch = self.each_worker, self.batch_bytes
+        per_worker = each + prefetch * batch
+        room = self.budget - batch
+        if room < per_worker:
+            return 0
+        if per_worker <= 0:
+            return MAX_WORKERS
+        fits = min(int(room // per_worker), MAX_WORKERS)
+        while fits and fits * per_worker > room:  # a rounding step over the line
+            fits -= 1
         return fits
 
     def check_one_fits(self, with_workers: bool) -> None:

@@ -44,12 +44,15 @@ PROBE_MIN_S = 0.05
 IN_PROCESS_FRACTION = 0.05
 IN_PROCESS_BELOW_S = 0.001
 GOOD_ENOUGH = 0.95  # the fewest workers within this of the best predicted rate
-# Threads keep the GIL busy at most this share of the time. Its holders queue, and a thread
-# that wants it may wait a switch interval (5 ms) for one that computes, so the waits grow
-# fast as it nears full; the margin also covers a reading that came out low (the probe
-# samples some 40 ms: packed token rows read 69-93% held, and once low enough for threads,
-# which loaded them at half the rate of processes).
-GIL_BUSY_MAX = 2 / 3
+# Threads keep the GIL busy at most this share of the time. Its holders queue, a thread that
+# wants it back after a short native call may wait a switch interval (5 ms) for one that
+# computes, and that is not in the share the probe reads: a Mixture (many short kernel calls,
+# 16-23% held) loaded 0.92x as fast on 2 threads as on 2 processes, and beside a loop of 20 ms
+# of Python a batch 0.94x. Calibrated on the six benchmark pipelines: a quarter chooses the
+# faster kind on each, with a margin on both sides (2 workers: threads up to 13% held; the
+# ImageNet pipelines read 1-9%, a Mixture 16-23%, packed token rows 69-93%, which read once
+# low enough for threads at the old bound of 1, and loaded at half the rate of processes).
+GIL_BUSY_MAX = 1 / 4
 WINDOW_MIN_BATCHES = 8
 WINDOW_MIN_S = 1.0
 WAIT_GROW = 0.10
