@@ -160,11 +160,14 @@ def decision(change: dict[str, Any]) -> tuple[Any, ...]:
     return (round(change["at_s"], 2), change["num_workers"], kind, change["prefetch_factor"])
 
 
+def chosen(only: str | None) -> dict[str, Pipeline]:
+    """The pipelines whose name holds ``only`` (all of them: None)."""
+    return {name: p for name, p in pipelines().items() if not only or only in name}
+
+
 def grid(runs: int, rounds: int, only: str | None) -> list[dict[str, Any]]:
     records = []
-    for name, pipeline in pipelines().items():
-        if only and only not in name:
-            continue
+    for name, pipeline in chosen(only).items():
         print(f"grid: {name}", flush=True)
         ds = pipeline.make()
         settings = [*GRID, ("auto", None, None)]
@@ -205,7 +208,7 @@ def head_to_head(
 
 def head_to_head_table(records: list[dict[str, Any]]) -> str:
     lines = [
-        "| pipeline | the grid's best three, read again (median) | auto (median) | "
+        f"| pipeline | the grid's best {TOP}, read again (median) | auto (median) | "
         "auto / best, same round (median) |",
         "| --- | --- | ---: | ---: |",
     ]
@@ -264,9 +267,9 @@ def grid_table(records: list[dict[str, Any]]) -> str:
 # -- 2. warm-up ---------------------------------------------------------------------------
 
 
-def warmup() -> list[dict[str, Any]]:
+def warmup(only: str | None) -> list[dict[str, Any]]:
     records = []
-    for name, pipeline in pipelines().items():
+    for name, pipeline in chosen(only).items():
         print(f"warm-up: {name}", flush=True)
         loader = pipeline.loader(pipeline.make(), "auto", None, None)
         start = time.perf_counter()
@@ -412,7 +415,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=5, help="head-to-head rounds (0: none)")
-    parser.add_argument("--only", help="only the pipelines whose name holds this")
+    parser.add_argument("--only", help="only the pipelines whose name holds this (grid, warm-up)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["grid", "warmup", "memory"])
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -424,7 +427,7 @@ def main() -> None:
         if args.rounds:
             print(head_to_head_table(out["grid"]))
     if "warmup" not in args.skip:
-        out["warmup"] = warmup()
+        out["warmup"] = warmup(args.only)
         for r in out["warmup"]:
             print(
                 f"{r['pipeline']}: final {r['final_rate']:.1f} batches/s, 90% of it after "
