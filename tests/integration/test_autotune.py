@@ -58,6 +58,9 @@ class Scripted:
         self.num_workers = setting.num_workers
         return setting
 
+    def workers_start(self) -> None:
+        """A new epoch's workers: the script counts batches across epochs."""
+
     def limit(self, max_workers: int) -> Setting | None:
         return None  # the script decides (the default memory_budget never binds here)
 
@@ -190,6 +193,29 @@ def test_a_first_batch_worth_workers_decides_and_workers_load_the_second() -> No
     again = fl.DataLoader(ds, batch_size=4, shuffle=True, generator=6)
     again.load_state_dict(state)
     assert got + [b.tolist() for b in again] == expected
+
+
+class LargeItems(Slowish):
+    """Items of 2.25 MiB: batches of 16 are 36 MiB, as large as an ImageNet one."""
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        time.sleep(self.delay_s)
+        return np.full((768, 768), i, dtype=np.float32)
+
+
+@pytest.mark.timeout(120)
+def test_large_batches_start_at_prefetch_1() -> None:
+    """Each large batch more in flight is a fresh buffer to fault in: the probe measures the
+    first batch's size and starts the workers one batch ahead each."""
+    ds = LargeItems(n=96, delay_s=0.002)
+    loader = fl.DataLoader(ds, batch_size=16, num_workers="auto", worker_method="thread")
+    iterator = iter(loader)
+    firsts = [int(batch[:, 0, 0].max()) for batch in iterator]
+    assert firsts == list(range(15, 96, 16))
+    probe = iterator.stats().tuning[0]
+    assert probe["num_workers"] >= 1, probe
+    assert probe["prefetch_factor"] == 1, probe
+    assert "prefetch 1 (batches of 36.0 MiB)" in probe["reason"]
 
 
 def test_auto_is_refused_where_it_cannot_work() -> None:

@@ -20,6 +20,11 @@ def decisions(
     return [s for s in found if s is not None]
 
 
+def warm_up(tuner: WorkerTuner) -> None:
+    """The window after a change: the new workers' start-up, which decides nothing."""
+    assert decisions(tuner, 8, wait=0.5, step=0.1) == []
+
+
 def test_cheap_loading_stays_in_process() -> None:
     tuner = WorkerTuner(cores=4)
     assert feed(tuner, 20, wait=0.0005, step=0.02) == []
@@ -47,17 +52,47 @@ def test_the_loop_s_own_cpu_counts_against_the_cores() -> None:
 def test_waiting_adds_a_worker_up_to_the_cores() -> None:
     tuner = WorkerTuner(cores=4)
     assert feed(tuner, 1, wait=0.04, step=0.04) == [1]
+    warm_up(tuner)
     assert feed(tuner, 8, wait=0.05, step=0.1) == [2]
     assert "waited 33%" in tuner.changes[-1].reason
-    assert feed(tuner, 16, wait=0.05, step=0.1) == [3, 4]
+    warm_up(tuner)
+    assert feed(tuner, 8, wait=0.05, step=0.1) == [3]
+    warm_up(tuner)
+    assert feed(tuner, 8, wait=0.05, step=0.1) == [4]
+    warm_up(tuner)
     assert feed(tuner, 8, wait=0.05, step=0.1) == []  # no core left
+
+
+def test_the_window_after_a_change_is_left_out() -> None:
+    """The new workers' start-up: the loop waits on them, which says nothing of their pace."""
+    tuner = WorkerTuner(cores=4)
+    assert feed(tuner, 1, wait=0.04, step=0.04) == [1]
+    assert feed(tuner, 8, wait=0.5, step=0.1) == []  # waited 83%: left out
+    assert feed(tuner, 8, wait=0.0, step=0.2) == []  # then counted, from a fresh window
+    assert feed(tuner, 8, wait=0.05, step=0.1) == [2]
+
+
+def test_a_new_epoch_s_workers_start_up_too() -> None:
+    tuner = WorkerTuner(cores=4)
+    assert feed(tuner, 1, wait=0.04, step=0.04) == [1]
+    warm_up(tuner)
+    assert feed(tuner, 4, wait=0.0, step=0.3) == []  # half a window, then the epoch ends
+    tuner.workers_start()
+    assert feed(tuner, 8, wait=0.5, step=0.1) == []  # the new workers' start-up: left out
+    assert feed(tuner, 8, wait=0.05, step=0.1) == [2]
+    in_process = WorkerTuner(cores=4)
+    assert feed(in_process, 20, wait=0.0005, step=0.02) == []
+    in_process.workers_start()  # no workers: nothing starts up
+    assert feed(in_process, 40, wait=0.05, step=0.0001) == [4]
 
 
 def test_no_waiting_gives_a_core_back_but_not_below_a_count_that_waited() -> None:
     tuner = WorkerTuner(cores=8)
     assert feed(tuner, 1, wait=0.08, step=0.02) == [4]
+    warm_up(tuner)
     assert feed(tuner, 8, wait=0.0, step=0.2) == []  # one quiet window: not yet
     assert feed(tuner, 8, wait=0.0, step=0.2) == [3]
+    warm_up(tuner)
     assert feed(tuner, 8, wait=0.05, step=0.1) == [4]  # at 3 the loop waited
     assert feed(tuner, 32, wait=0.0, step=0.2) == []  # so 3 is never tried again
     assert [c.num_workers for c in tuner.changes] == [4, 3, 4]
@@ -67,6 +102,7 @@ def test_windows_need_batches_and_time() -> None:
     tuner = WorkerTuner(cores=4)
     assert feed(tuner, 1, wait=0.02, step=0.02) == []  # 40 ms measured: still probing
     assert feed(tuner, 1, wait=0.02, step=0.02) == [1]
+    warm_up(tuner)
     assert feed(tuner, 7, wait=0.05, step=0.05) == []  # 7 batches: not a window yet
     assert feed(tuner, 1, wait=0.0001, step=0.0001) == []  # 8 batches, but 0.7 s
     assert feed(tuner, 16, wait=0.01, step=0.01) == [2]  # a second on: the loop waited
@@ -127,8 +163,10 @@ def test_threads_turn_into_processes_when_another_would_wait_for_the_gil() -> No
     # 40 ms loads, 7.5% of it under the GIL: 3 ms a batch serialised, the GIL busy a quarter
     # of the time at most: 83 batches/s
     assert decisions(tuner, 1, wait=0.04, step=0.02, gil_held=0.075)[0] == Setting(2, THREADS, 2)
+    warm_up(tuner)
     [grown] = decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.2)
     assert grown == Setting(3, THREADS, 2)  # 3 threads: 75 batches/s, within reach
+    warm_up(tuner)
     [grown] = decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.3)
     assert grown == Setting(4, PROCESSES, 2)  # 4 would want 100: processes
     assert "threads would give 83.3 batches/s" in tuner.changes[-1].reason
@@ -137,21 +175,26 @@ def test_threads_turn_into_processes_when_another_would_wait_for_the_gil() -> No
 def test_prefetch_deepens_when_the_loop_waits_on_idle_workers() -> None:
     tuner = WorkerTuner(cores=4, prefetch=2, tune_prefetch=True)
     assert feed(tuner, 1, wait=0.04, step=0.04) == [1]
+    warm_up(tuner)
     # Waiting 33% of the time while the one worker loaded only half of it: not throughput
     [deeper] = decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.075)
     assert deeper == Setting(1, PROCESSES, 3)
     assert "busy 50%: deeper prefetch" in tuner.changes[-1].reason
+    warm_up(tuner)
     [deeper] = decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.075)
     assert deeper.prefetch_factor == 4
+    warm_up(tuner)
     assert decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.075) == [Setting(2, PROCESSES, 4)]
 
 
 def test_prefetch_stays_as_given_and_busy_workers_get_company() -> None:
     fixed = WorkerTuner(cores=4, prefetch=2, tune_prefetch=False)
-    feed(fixed, 2, wait=0.04, step=0.04)
+    assert feed(fixed, 1, wait=0.04, step=0.04) == [1]
+    warm_up(fixed)
     assert decisions(fixed, 8, wait=0.05, step=0.1, busy_s=0.075) == [Setting(2, PROCESSES, 2)]
     tuned = WorkerTuner(cores=4, prefetch=2, tune_prefetch=True)
-    feed(tuned, 2, wait=0.04, step=0.04)
+    assert feed(tuned, 1, wait=0.04, step=0.04) == [1]
+    warm_up(tuned)
     # The worker loaded the whole window: more of them, not more ahead
     assert decisions(tuned, 8, wait=0.05, step=0.1, busy_s=0.15) == [Setting(2, PROCESSES, 2)]
 
@@ -159,11 +202,28 @@ def test_prefetch_stays_as_given_and_busy_workers_get_company() -> None:
 def test_prefetch_deepens_once_every_core_has_a_busy_worker() -> None:
     tuned = WorkerTuner(cores=2, prefetch=2, tune_prefetch=True)
     assert feed(tuned, 1, wait=0.08, step=0.0) == [2]
+    warm_up(tuned)
     [deeper] = decisions(tuned, 8, wait=0.1, step=0.05, busy_s=0.3)
     assert deeper == Setting(2, PROCESSES, 3)
     assert "a worker on each core it may use: deeper prefetch" in tuned.changes[-1].reason
+    warm_up(tuned)
     assert decisions(tuned, 8, wait=0.1, step=0.05, busy_s=0.3) == [Setting(2, PROCESSES, 4)]
+    warm_up(tuned)
     assert decisions(tuned, 8, wait=0.1, step=0.05, busy_s=0.3) == []  # as deep as it goes
+
+
+def test_large_batches_start_one_ahead_and_deepen_only_for_idle_workers() -> None:
+    """Each large batch more in flight is a fresh buffer to fault in; with every core's
+    worker busy, a deeper queue cannot load faster."""
+    tuned = WorkerTuner(cores=2, prefetch=2, tune_prefetch=True, batch_bytes=37 << 20)
+    assert decisions(tuned, 1, wait=0.08, step=0.0) == [Setting(2, PROCESSES, 1)]
+    assert "prefetch 1 (batches of 37.0 MiB)" in tuned.changes[0].reason
+    warm_up(tuned)
+    assert decisions(tuned, 8, wait=0.1, step=0.05, busy_s=0.3) == []  # every core busy
+    [deeper] = decisions(tuned, 8, wait=0.1, step=0.05, busy_s=0.15)  # idle half the time
+    assert deeper == Setting(2, PROCESSES, 2)
+    given = WorkerTuner(cores=2, prefetch=2, tune_prefetch=False, batch_bytes=37 << 20)
+    assert decisions(given, 1, wait=0.08, step=0.0) == [Setting(2, PROCESSES, 2)]
 
 
 def test_a_memory_limit_lowers_the_count_and_caps_what_comes_later() -> None:
@@ -172,7 +232,9 @@ def test_a_memory_limit_lowers_the_count_and_caps_what_comes_later() -> None:
     assert tuner.limit(2) == Setting(2, PROCESSES, 2)
     assert tuner.changes[-1].reason == "memory_budget allows 2 workers"
     assert tuner.limit(3) is None
-    assert feed(tuner, 16, wait=0.05, step=0.1) == [3]  # up to the new limit, no further
+    warm_up(tuner)
+    assert feed(tuner, 8, wait=0.05, step=0.1) == [3]  # up to the new limit, no further
+    warm_up(tuner)
     assert feed(tuner, 16, wait=0.05, step=0.1) == []
     assert WorkerTuner(cores=4, max_workers=0).observe(0.05, 0.01, 0.0) is None
 

@@ -93,6 +93,8 @@ class DataLoaderIterator:
         # num_workers="auto": the tuner, the stats of this epoch's parts before each change
         # of workers, and when the last batch was handed out (the loop's step starts there).
         self._tuner = tuner
+        if tuner is not None and not tuner.probing:
+            tuner.workers_start()
         self._stats_before: list[stats.LoaderStats] = []
         self._handed_at: tuple[float, float] | None = None
         self._retune_to: Setting | None = None  # a change asked for, made after a batch
@@ -378,6 +380,7 @@ class DataLoaderIterator:
             self._retune_to, self._workers_after_probe = Setting(self._workers_after_probe), None
             return  # the new epoch part keeps what fits in flight
         if self._tuner is not None:
+            self._tuner.batch_bytes = guard.batch_bytes
             limited = self._tuner.limit(guard.workers_allowed(prefetch=1))
             if limited is not None:
                 self._retune_to = limited

@@ -19,13 +19,18 @@ it keeps in flight, so batches and order stay those of any setting (docs/design/
   n of them load at that rate (the part that holds the GIL runs one at a time, and the GIL
   busy at most ``GIL_BUSY_MAX`` of the time): they start at once and share memory. Else
   processes.
-- Then windows of batches. The loop waiting more than ``WAIT_GROW`` of the time: while the
-  workers were busy less than ``BUSY_SATURATED`` of it, they keep up on average but not
+- Then windows of batches, the first after each change left out (it holds the new workers'
+  start-up, not their pace). The loop waiting more than ``WAIT_GROW`` of the time: while
+  the workers were busy less than ``BUSY_SATURATED`` of it, they keep up on average but not
   in time, so prefetch deepens (up to ``MAX_PREFETCH``); else a worker is added, up to the
   usable cores (threads turn into processes where the GIL would hold the next one back);
-  with a worker on every usable core, prefetch deepens instead: batches that take longer than
-  others leave a worker idle while the loop waits for the slow one in order, unless more
-  are queued for it (packed token rows, whose packing varies: 0.98-1.13x at prefetch 4).
+  with a worker on every usable core, prefetch deepens instead, for batches under
+  ``LARGE_BATCH_BYTES``: batches that take longer than others leave a worker idle while the
+  loop waits for the slow one in order, unless more are queued for it (packed token rows,
+  whose packing varies). Batches that large start at prefetch 1 and deepen only for idle
+  workers: each one more in flight is a fresh buffer whose pages the kernel faults in (17 ms
+  for 38.5 MB here, a quarter of an ImageNet batch's loading), and with every core busy a
+  deeper queue cannot make the loading faster.
   Waiting under ``WAIT_SHRINK`` for two windows removes a worker, giving its core back to
   the loop, but never down to a count at which the loop was seen waiting.
 - In process, a window is a probe again (the loop's wait there is the loading itself, not a
@@ -59,6 +64,10 @@ WAIT_GROW = 0.10
 WAIT_SHRINK = 0.01
 BUSY_SATURATED = 0.8
 MAX_PREFETCH = 4
+# Batches at least this large (glibc's largest mmap threshold: from there on, every batch in
+# flight holds memory of its own, a thread worker's block or a process's segment) start at
+# prefetch 1, and their prefetch deepens only for workers seen idle.
+LARGE_BATCH_BYTES = 32 << 20
 STEP_NOISE_S = 0.001
 PROCESSES, THREADS = "multiprocessing", "thread"
 
@@ -144,8 +153,10 @@ class WorkerTuner:
     changes: list[Change] = field(default_factory=list)
     max_workers: int | None = None  # what memory_budget allows (None: no limit)
     gil_held: float | None = None  # the share of the loading that holds the GIL (probe)
+    batch_bytes: int = 0  # the largest batch measured (0: not measured)
     _window: _Window = field(default_factory=_Window)
     _quiet_windows: int = 0
+    _warming: bool = False  # the window since the last change: their start-up, left out
     _floor: int = 0  # the loop waited at this count: never shrink to it again
     _load_s: float = 0.0  # the probe's measurements: one batch's loading in process,
     _step_s: float = 0.0  # the loop's step,
@@ -174,6 +185,12 @@ class WorkerTuner:
         """The most workers it may choose: the usable cores, or fewer where memory says."""
         return self.cores if self.max_workers is None else min(self.cores, self.max_workers)
 
+    def workers_start(self) -> None:
+        """A new epoch's workers start on the setting reached: its window starts afresh, and
+        is left out as the window after a change is."""
+        self._window = _Window()
+        self._warming = self.num_workers > 0
+
     def observe(
         self,
         wait_s: float,
@@ -193,6 +210,9 @@ class WorkerTuner:
         if self.probing:
             return self._probe_ends(window)
         if window.batches < WINDOW_MIN_BATCHES or window.wall_s < WINDOW_MIN_S:
+            return None
+        if self._warming:
+            self._warming, self._window = False, _Window()
             return None
         if self.num_workers == 0:  # in process the wait is the loading: probe again
             return self._decide(self._after_probe(window), window)
@@ -225,11 +245,19 @@ class WorkerTuner:
         best = max(self._rate(n) for n in counts)
         workers = min(n for n in counts if self._rate(n) >= GOOD_ENOUGH * best)
         method, why = self._method_for(workers)
-        return self._with(workers, method), (
+        prefetch, ahead = None, ""
+        if self._large_batches:
+            prefetch, ahead = 1, f"; prefetch 1 (batches of {self.batch_bytes / 2**20:.1f} MiB)"
+        return self._with(workers, method, prefetch), (
             f"loading takes {1000 * load:.1f} ms a batch, the loop's step {1000 * step:.1f} ms "
             f"({1000 * loop_cpu:.1f} ms of CPU): {workers} workers give "
-            f"{self._rate(workers):.1f} batches/s on {self.cores} cores{why}"
+            f"{self._rate(workers):.1f} batches/s on {self.cores} cores{why}{ahead}"
         )
+
+    @property
+    def _large_batches(self) -> bool:
+        """True where prefetch is tuned and batches are at least LARGE_BATCH_BYTES."""
+        return self.tune_prefetch and self.batch_bytes >= LARGE_BATCH_BYTES
 
     def _gil_awaited(self, setting: Setting) -> bool:
         """True while the probe would choose workers of either kind without the GIL measured
@@ -280,7 +308,7 @@ class WorkerTuner:
                 return self._with(workers, method or self.method), (
                     f"the loop waited {100 * waited:.0f}% of the time{why}"
                 )
-            if deeper and self.num_workers:
+            if deeper and self.num_workers and not self._large_batches:
                 return self._with(self.num_workers, prefetch=self.prefetch + 1), (
                     f"the loop waited {100 * waited:.0f}% of the time with a worker on each "
                     "core it may use: deeper prefetch, for the gaps where one waits its turn"
@@ -330,6 +358,7 @@ class WorkerTuner:
         self.num_workers = setting.num_workers
         self.method = setting.worker_method or self.method
         self.prefetch = setting.prefetch_factor or self.prefetch
+        self._warming = changed and self.num_workers > 0
         at = time.perf_counter() - self._started
         change = Change(at, self.num_workers, reason, measured, self.method, self.prefetch)
         self.changes.append(change)
