@@ -15,7 +15,7 @@ MAX_MODULE_LINES = 600
 
 # Lowest first: a module may import only from its own layer or lower ones.
 LAYERS = [
-    {"errors", "_compat", "stats", "_warn", "resources", "timeline"},
+    {"errors", "_compat", "stats", "_warn", "resources", "timeline", "_pages"},
     {"_seed", "_ipc", "randomness", "_skip", "order", "permutation"},
     {"batching", "dataset", "sampler", "distributed", "collate", "_fetch", "_output", "mixture"},
     {"block_shuffle"},

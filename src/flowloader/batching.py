@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _pages
 from .errors import name_sample
 from .randomness import SampleRngs, sample_context
 
@@ -56,8 +57,9 @@ Allocate = Callable[[tuple[int, ...], Any], np.ndarray]
 
 
 def allocate_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """The ``allocate`` outside worker processes: ``numpy.empty``."""
-    return np.empty(shape, dtype)
+    """The ``allocate`` outside worker processes: ``numpy.empty``, on pages of ordinary size
+    from 32 MiB on (_pages.py)."""
+    return _pages.empty(shape, dtype)
 
 
 class CollatedSamples(collections.abc.Sequence):

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _pages
 from .shm import Segment, aligned
 from .shm import unlink as unlink_segment
 
@@ -55,10 +56,10 @@ class Arena:
         return self.segment.array[start : start + nbytes].view(dtype).reshape(shape)
 
     def allocate_or_empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-        """The batch contract's ``allocate``: in the segment, or ``np.empty`` once it is full
-        (the encoder then moves the batch to a segment that fits)."""
+        """The batch contract's ``allocate``: in the segment, or ordinary memory once it is
+        full (the encoder then moves the batch to a segment that fits)."""
         out = self.allocate(shape, dtype)
-        return np.empty(shape, dtype) if out is None else out
+        return _pages.empty(shape, dtype) if out is None else out
 
     def offset_of(self, array: np.ndarray) -> int | None:
         """Where ``array`` lies in the segment, if it is an array this arena handed out (or a
