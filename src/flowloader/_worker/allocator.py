@@ -26,9 +26,11 @@ TRIM_THRESHOLD_BYTES = 256 << 20
 
 
 def keep_large_allocations() -> bool:
-    """Raise glibc's mmap and trim thresholds; False where that is not possible."""
+    """Raise glibc's mmap and trim thresholds and turn NumPy's huge-page advice off; False
+    where the thresholds cannot be set."""
     if not sys.platform.startswith("linux"):
         return False
+    _ordinary_pages_for_numpy()
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
@@ -39,14 +41,12 @@ def keep_large_allocations() -> bool:
     )
 
 
-def ordinary_pages_for_numpy() -> bool:
-    """Turn off NumPy's huge-page advice in this process; False where NumPy has no switch."""
+def _ordinary_pages_for_numpy() -> None:
+    """Turn off NumPy's huge-page advice in this process, where NumPy has the switch."""
     try:
         from numpy._core import multiarray
     except ImportError:  # NumPy 1.x
         from numpy.core import multiarray  # type: ignore[no-redef]
     switch = getattr(multiarray, "_set_madvise_hugepage", None)
-    if switch is None:
-        return False
-    switch(False)
-    return True
+    if switch is not None:
+        switch(False)

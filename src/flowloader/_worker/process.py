@@ -19,7 +19,7 @@ from .._ipc import messages
 from .._ipc.batch_codec import encode
 from .._ipc.poller import Poller
 from .._ipc.segment_pool import SegmentPool
-from .allocator import keep_large_allocations, ordinary_pages_for_numpy
+from .allocator import keep_large_allocations
 from .body import WorkerBody, WorkerConfig
 from .info import WorkerInfo, set_worker_info
 from .watchdog import ParentWatchdog
@@ -75,7 +75,6 @@ def run_worker(config: WorkerConfig, tasks: Any, results: Any) -> None:
     # Ctrl-C reaches the whole process group; the main process handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     keep_large_allocations()
-    ordinary_pages_for_numpy()
     watchdog = ParentWatchdog(config.main_pid)
     results = _ResultPipe(results)
     worker = ProcessWorker(config, results)
