@@ -14,7 +14,7 @@ import pytest
 
 import flowloader as fl
 import flowloader.dataloader as dataloader_module
-from flowloader._iter.tuning import Change, Setting
+from flowloader._iter.tuning import IN_PROCESS_MEASURE_MAX, Change, Setting, WorkerTuner
 
 
 class Slowish(fl.Dataset):
@@ -40,6 +40,7 @@ class Scripted:
     method = "multiprocessing"  # where worker_method is left to the tuner
     prefetch = 2
     probing = False
+    unmeasured_between = 0  # every batch is told: the script counts them
 
     def __init__(self, script: dict[int, int | Setting]) -> None:
         self.script, self.seen, self.changes = script, 0, []
@@ -48,7 +49,7 @@ class Scripted:
     def __call__(self, *args: Any) -> Scripted:
         return self
 
-    def observe(self, *measured: Any) -> Setting | None:
+    def observe(self, *measured: Any, batches: int = 1) -> Setting | None:
         self.seen += 1
         found = self.script.get(self.seen)
         if found is None:
@@ -150,13 +151,25 @@ def test_each_epoch_starts_on_the_count_reached(monkeypatch) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_the_tuner_stays_in_process_for_cheap_loading_and_starts_workers_for_heavy() -> None:
+def test_the_tuner_stays_in_process_for_cheap_loading_and_starts_workers_for_heavy(
+    monkeypatch,
+) -> None:
+    told: list[int] = []  # the batches the tuner was told of, so far, after each call
+    observe = WorkerTuner.observe
+
+    def counting(self: WorkerTuner, *measured: Any, batches: int = 1, **more: Any) -> Any:
+        told.append((told[-1] if told else 0) + batches)
+        return observe(self, *measured, batches=batches, **more)
+
+    monkeypatch.setattr(WorkerTuner, "observe", counting)
     cheap = fl.DataLoader(np.arange(4000), batch_size=8, num_workers="auto")
     iterator = iter(cheap)
     assert [int(b[0]) for b in iterator] == list(range(0, 4000, 8))
     tuning = iterator.stats().tuning
     assert tuning[0]["num_workers"] == 0
     assert "in this process" in tuning[0]["reason"]
+    assert told[-1] >= 500 - (IN_PROCESS_MEASURE_MAX + 1)  # each told batch stands for more
+    assert len(told) < 500 / 4  # ... so a few are measured: the tuner's cost per batch
 
     heavy = Slowish(n=200, delay_s=0.004)
     loader = fl.DataLoader(heavy, batch_size=4, num_workers="auto")

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from flowloader._iter.tuning import PROCESSES, THREADS, Setting, WorkerTuner
+from flowloader._iter.tuning import (
+    IN_PROCESS_MEASURE_MAX,
+    PROCESSES,
+    THREADS,
+    Setting,
+    WorkerTuner,
+)
 
 
 def feed(
@@ -246,3 +252,30 @@ def test_in_process_windows_probe_again_rather_than_count_the_wait() -> None:
     assert feed(tuner, 4000, wait=0.0005, step=0.0001) == []  # windows of a second: stays
     assert tuner.num_workers == 0
     assert feed(tuner, 40, wait=0.05, step=0.0001) == [4]  # the loading grew: workers
+
+
+def test_in_process_a_batch_is_measured_every_few_milliseconds() -> None:
+    """The probe and workers: every batch is measured. Settled in process, one batch about
+    every 2 ms, and none skipped where a batch takes longer."""
+    tuner = WorkerTuner(cores=4)
+    assert tuner.unmeasured_between == 0
+    assert feed(tuner, 20, wait=0.00002, step=0.00002) == []  # 40 us a batch: in process
+    assert tuner.unmeasured_between == IN_PROCESS_MEASURE_MAX
+    slow = WorkerTuner(cores=4)
+    assert feed(slow, 4, wait=0.0005, step=0.02) == []  # 20.5 ms a batch: in process
+    assert slow.unmeasured_between == 0
+    busy = WorkerTuner(cores=4)
+    assert feed(busy, 1, wait=0.04, step=0.04) == [1]
+    assert busy.unmeasured_between == 0
+
+
+def test_a_measured_batch_stands_for_those_unmeasured_before_it() -> None:
+    """Loading that grows while batches go unmeasured: each measured one counts as the 33
+    batches it stands for, so two fill a window (8 batches, 1 s) and workers start."""
+    tuner = WorkerTuner(cores=4)
+    assert feed(tuner, 16, wait=0.00002, step=0.00002) == []  # the probe's 16 batches
+    stands_for = IN_PROCESS_MEASURE_MAX + 1
+    assert tuner.observe(0.02, 0.0001, 0.0, batches=stands_for) is None  # 0.66 s
+    assert tuner.observe(0.02, 0.0001, 0.0, batches=stands_for) == Setting(4, PROCESSES, 2)
+    assert tuner.changes[-1].measured["batches"] == 2 * stands_for
+    assert tuner.unmeasured_between == 0

@@ -97,6 +97,9 @@ class DataLoaderIterator:
             tuner.workers_start()
         self._stats_before: list[stats.LoaderStats] = []
         self._handed_at: tuple[float, float] | None = None
+        # Batches the tuner asked to go unmeasured before the next one it is told of, which
+        # stands for them as well (in process: tuning.IN_PROCESS_MEASURE_GAP_S).
+        self._unmeasured, self._stands_for = 0, 1
         self._retune_to: Setting | None = None  # a change asked for, made after a batch
         self._busy_seen = 0.0  # the workers' loading time the tuner has been told of
         self._busy_before = 0.0  # ... and theirs in this epoch's parts before the last change
@@ -231,6 +234,7 @@ class DataLoaderIterator:
         self._epoch.discard()
         self._stats_before.clear()
         self._handed_at = self._untold_wait = None
+        self._unmeasured, self._stands_for = 0, 1
         if self._memory is not None:
             self._memory.measure_next_batch()
         self._length_hint = length_hint
@@ -259,7 +263,10 @@ class DataLoaderIterator:
     # -- handing out batches --------------------------------------------------------------
 
     def __next__(self) -> Any:
-        timed = stats.enabled or self._tuner is not None
+        measured = self._tuner is not None and not self._unmeasured
+        if not measured and self._unmeasured:
+            self._unmeasured -= 1
+        timed = stats.enabled or measured
         if timed:
             started, started_cpu = time.perf_counter(), time.thread_time()
             if self._untold_wait is not None and not self.closed:
@@ -285,13 +292,13 @@ class DataLoaderIterator:
             epoch.count_batch(waited)
             if self._timeline is not None:
                 self._timeline.waited(epoch.last_task_id, started, started + waited)
-            if self._tuner is not None:
+            if measured:
                 self._observe(waited, started, started_cpu)
         epoch.delivered()
         if self._memory is not None and self._memory.due() and not self.closed:
             self._check_memory(data)
         self._retune_if_asked()
-        if self._tuner is not None:
+        if self._tuner is not None and not self._unmeasured:  # the next batch is measured
             self._handed_at = (time.perf_counter(), time.thread_time())
         if self._pin_stage is not None or self._convert is None:
             return data
@@ -348,7 +355,9 @@ class DataLoaderIterator:
         busy_total = self._busy_before + self._epoch.stats.worker_busy_s
         busy, self._busy_seen = max(busy_total - self._busy_seen, 0.0), busy_total
         gil = self._gil.held_fraction() if self._gil is not None else None
-        self._retune_to = tuner.observe(waited, step, step_cpu, busy, gil)
+        self._retune_to = tuner.observe(waited, step, step_cpu, busy, gil, batches=self._stands_for)
+        self._unmeasured = tuner.unmeasured_between
+        self._stands_for = self._unmeasured + 1
         if not tuner.probing:  # the sampler's work is done
             self._gil_wanted = self._gil_armed = False
             if self._gil is not None:
