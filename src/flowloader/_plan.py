@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _output, _seed, resources
 from ._skip import check_policy
+from ._worker.buffers import BlockPool
 from .collate import default_collate, default_convert
 from .dataset import is_iterable
 from .sampler import BatchSampler, RandomSampler, SequentialSampler, _InfiniteConstantSampler
@@ -83,6 +84,8 @@ class LoadPlan:
     # the user gave it (then the first batch is measured before any worker starts).
     memory_budget: int = 0
     memory_budget_given: bool = False
+    # Thread workers' free batch blocks, the loader's across its epochs (_worker/buffers.py).
+    thread_blocks: BlockPool | None = None
 
     @property
     def auto_collation(self) -> bool:
@@ -399,6 +402,7 @@ def resolve(arguments: Mapping[str, Any], defaults: Defaults = NUMPY_DEFAULTS) -
         auto_prefetch=auto_prefetch,
         memory_budget=resolve_memory_budget(arguments["memory_budget"]),
         memory_budget_given=arguments["memory_budget"] is not None,
+        thread_blocks=BlockPool(),
     )
 
 

@@ -33,6 +33,7 @@ _PRIVATE_ATTRIBUTES = {
     "memory_budget_given": "_memory_budget_given",
     "auto_method": "_auto_method",
     "auto_prefetch": "_auto_prefetch",
+    "thread_blocks": "_thread_blocks",
 }
 _PLAN_ATTRIBUTES = {
     f.name: _PRIVATE_ATTRIBUTES.get(f.name, f.name) for f in dataclasses.fields(_plan.LoadPlan)

@@ -1,13 +1,16 @@
 """Thread workers' batch memory: a batch is built in one reused block, which goes back to the
-free list only once the consumer has dropped every array of the batch."""
+free list only once the consumer has dropped every array of the batch; a loader's workers
+share the free list and what was measured."""
 
 from __future__ import annotations
 
+import copy
 import gc
+import pickle
 
 import numpy as np
 
-from flowloader._worker.buffers import MEASURE_EVERY, BatchBuffers
+from flowloader._worker.buffers import MEASURE_EVERY, BatchBuffers, BlockPool
 
 
 def build(buffers: BatchBuffers, value: float) -> tuple[np.ndarray, int]:
@@ -67,3 +70,49 @@ def test_a_large_batch_after_small_ones_gets_blocks() -> None:
     following = buffers.arena()
     assert following is not None
     assert following.segment.capacity >= large.nbytes  # from now on, blocks that fit
+
+
+def test_workers_sharing_a_pool_share_blocks_and_the_measured_size() -> None:
+    pool = BlockPool()
+    first = BatchBuffers(min_bytes=0, small_bytes=-1, pool=pool)
+    build(first, 0)  # measured
+    batch, address = build(first, 1)
+    del batch
+    gc.collect()
+    later = BatchBuffers(min_bytes=0, small_bytes=-1, pool=pool)  # the next epoch's worker
+    batch, again = build(later, 2)
+    assert again == address  # no batch measured again, and the block reused
+    assert pool.nbytes == 0
+    del batch
+    gc.collect()
+    assert pool.nbytes >= 16_000
+
+
+def test_a_released_pool_drops_its_blocks_and_those_handed_back_later() -> None:
+    pool = BlockPool()
+    buffers = BatchBuffers(min_bytes=0, small_bytes=-1, pool=pool)
+    build(buffers, 0)
+    held, _ = build(buffers, 1)
+    spare, _ = build(buffers, 2)
+    del spare
+    gc.collect()
+    assert pool.nbytes > 0
+    pool.release()
+    assert pool.nbytes == 0
+    del held
+    gc.collect()
+    assert pool.nbytes == 0  # handed back after the release: dropped
+    BatchBuffers(pool=pool)  # thread workers again: blocks are kept again
+    assert pool.holding
+
+
+def test_a_copied_or_pickled_pool_starts_empty() -> None:
+    pool = BlockPool()
+    buffers = BatchBuffers(min_bytes=0, small_bytes=-1, pool=pool)
+    build(buffers, 0)
+    batch, _ = build(buffers, 1)
+    del batch
+    gc.collect()
+    for other in (copy.deepcopy(pool), pickle.loads(pickle.dumps(pool))):
+        assert other.nbytes == 0
+        assert other.batch_bytes == 0

@@ -50,10 +50,12 @@ def _shutdown_in_owner(owner_pid: int, shutdown: Callable[[], None]) -> None:
 def default_transport(plan: LoadPlan, base_seed: int) -> Transport:
     """In-process without workers; else worker processes, or threads or Ray actors where
     asked (Ray is imported only then)."""
+    if plan.worker_method == "thread" and plan.num_workers:
+        return ThreadTransport(plan, base_seed)
+    if plan.thread_blocks is not None:  # thread workers' blocks are of no use to the others
+        plan.thread_blocks.release()
     if plan.num_workers == 0:
         return InProcessTransport(plan)
-    if plan.worker_method == "thread":
-        return ThreadTransport(plan, base_seed)
     if plan.worker_method == "ray":
         from .ray_transport import RayTransport
 

@@ -50,7 +50,7 @@ class ThreadTransport:
         config = worker_config(plan, worker_id, self._base_seed, dataset=_own_copy(plan.dataset))
         thread = threading.Thread(
             target=run_thread_worker,
-            args=(config, self._tasks[worker_id], self._results),
+            args=(config, self._tasks[worker_id], self._results, plan.thread_blocks),
             name=f"flowloader-worker-{worker_id}",
             daemon=True,
         )

@@ -8,6 +8,13 @@ the block is gone, the block goes back to its worker's free list. In steady stat
 memory is allocated or faulted in: an ImageNet batch of 64 float images is 38 MB, which
 ``numpy.empty`` would map afresh (and the kernel zero) every time.
 
+A loader's thread workers share one ``BlockPool`` across its epochs: a new epoch's threads
+(``persistent_workers=False``) take the blocks the last epoch's left, with the batch size it
+measured, rather than fault fresh ones in. ImageNet training on 2 threads at prefetch 1
+faulted 63,900 pages an epoch that way, and ran at 31.6 batches/s against 34.3 with the
+blocks kept (34.6 with persistent workers; 8 interleaved epochs each). The pool holds the
+blocks until the loader goes, or until it loads with another kind of worker.
+
 Only batches that large gain. Below glibc's largest mmap threshold (32 MiB) malloc keeps freed
 memory in its heap and hands it out again by itself, and the blocks' bookkeeping only costs:
 MNIST batches (200 KB) ran 20% slower through them. So batches are measured (the first, then
@@ -55,6 +62,39 @@ class _Block:
 _NO_MEMORY = _Block(0)  # a measuring arena's: every allocation falls back to ordinary memory
 
 
+class BlockPool:
+    """Free blocks and the largest batch measured, shared by a loader's thread workers over
+    its epochs. A copy or a pickle starts empty (blocks are this process's memory)."""
+
+    def __init__(self) -> None:
+        self.free: collections.deque[_Block] = collections.deque()
+        self.batch_bytes = 0  # the largest batch measured so far
+        self.holding = True  # False: blocks handed back are dropped (release())
+
+    def __reduce__(self) -> tuple[type[BlockPool], tuple[()]]:
+        return BlockPool, ()
+
+    def give_back(self, block: _Block) -> None:
+        """A block whose batch is gone: free again, unless the pool was released."""
+        if self.holding:
+            self.free.append(block)
+
+    def hold(self) -> None:
+        """Keep blocks handed back (thread workers start)."""
+        self.holding = True
+
+    def release(self) -> None:
+        """Drop the free blocks and those handed back later (the loader goes on without
+        thread workers)."""
+        self.holding = False
+        self.free.clear()
+
+    @property
+    def nbytes(self) -> int:
+        """The free blocks' bytes."""
+        return sum(block.capacity for block in list(self.free))
+
+
 class _Lease:
     """One batch's use of a block, with the Segment interface an Arena needs. Its array is
     a fresh view of the block, and every array the arena hands out views it, so it lives
@@ -72,21 +112,28 @@ class _Lease:
 class BatchBuffers:
     """A thread worker's blocks: one arena per batch, blocks reused once their batch is gone.
     ``min_bytes``: the smallest batch worth a block (default MIN_BLOCK_BYTES);
-    ``small_bytes``: arrays up to this size are left out of blocks (SMALL_ARRAY_BYTES)."""
+    ``small_bytes``: arrays up to this size are left out of blocks (SMALL_ARRAY_BYTES);
+    ``pool``: where free blocks wait, shared with the loader's other workers (default: its
+    own)."""
 
-    def __init__(self, min_bytes: int | None = None, small_bytes: int | None = None) -> None:
-        self._free: collections.deque[_Block] = collections.deque()
+    def __init__(
+        self,
+        min_bytes: int | None = None,
+        small_bytes: int | None = None,
+        pool: BlockPool | None = None,
+    ) -> None:
+        self._pool = BlockPool() if pool is None else pool
+        self._pool.hold()
         # At least a byte: blocks are made to fit a batch measured first.
         self._min_bytes = max(MIN_BLOCK_BYTES if min_bytes is None else min_bytes, 1)
         self._small_bytes = SMALL_ARRAY_BYTES if small_bytes is None else small_bytes
-        self._size = 0  # the largest batch measured so far
         self._small_left = 0  # small batches to build in ordinary memory before measuring one
 
     def arena(self) -> Arena | None:
         """An arena for the next batch; None when batches are too small to gain (ordinary
         memory). Until a batch that large is measured, every MEASURE_EVERY-th arena (the first
         included) has no memory: its arrays are ordinary ones, and it measures the batch."""
-        if self._size >= self._min_bytes:
+        if self._pool.batch_bytes >= self._min_bytes:
             return self._block_arena()
         if self._small_left:  # the small-batch path: integer tests only
             self._small_left -= 1
@@ -96,18 +143,19 @@ class BatchBuffers:
 
     def note(self, arena: Arena) -> None:
         """What the batch built in ``arena`` asked for: the next blocks are made to fit it."""
-        self._size = max(self._size, arena.wanted)
+        pool = self._pool
+        pool.batch_bytes = max(pool.batch_bytes, arena.wanted)
 
     def _block_arena(self) -> Arena:
-        block = self._take(capacity_for(self._size))
+        block = self._take(capacity_for(self._pool.batch_bytes))
         lease = _Lease(block)
-        weakref.finalize(lease.array, self._free.append, block)
+        weakref.finalize(lease.array, self._pool.give_back, block)
         return Arena(lease, small_bytes=self._small_bytes)
 
     def _take(self, capacity: int) -> _Block:
         while True:  # a free block that fits; smaller ones (from smaller batches) are dropped
             try:
-                block = self._free.popleft()
+                block = self._pool.free.popleft()
             except IndexError:
                 return _Block(capacity)
             if block.capacity >= capacity:
@@ -119,9 +167,11 @@ class BufferedWorker(WorkerBody):
     as they are, and a Ray actor's, copied into the object store when its task returns (the
     block is free again at once)."""
 
-    def __init__(self, config: WorkerConfig, send: Callable[[Any], None]) -> None:
+    def __init__(
+        self, config: WorkerConfig, send: Callable[[Any], None], pool: BlockPool | None = None
+    ) -> None:
         super().__init__(config, send)
-        self.buffers = BatchBuffers()
+        self.buffers = BatchBuffers(pool=pool)
 
     def _reserve(self) -> Arena | None:
         return self.buffers.arena()

@@ -15,7 +15,7 @@ from typing import Any
 
 from .._ipc import messages
 from .body import WorkerConfig
-from .buffers import BufferedWorker
+from .buffers import BlockPool, BufferedWorker
 from .info import WorkerInfo, set_thread_worker_info
 
 
@@ -31,8 +31,8 @@ class ThreadWorker(BufferedWorker):
     """A worker thread's body: batches are built in reused blocks (buffers.py) and handed
     over as they are."""
 
-    def __init__(self, config: WorkerConfig, send: Any) -> None:
-        super().__init__(config, send)
+    def __init__(self, config: WorkerConfig, send: Any, pool: BlockPool | None = None) -> None:
+        super().__init__(config, send, pool)
         seed = config.base_seed + config.worker_id
         info = WorkerInfo(
             config.worker_id,
@@ -47,11 +47,15 @@ class ThreadWorker(BufferedWorker):
 
 
 def run_thread_worker(
-    config: WorkerConfig, tasks: queue.SimpleQueue, results: queue.SimpleQueue
+    config: WorkerConfig,
+    tasks: queue.SimpleQueue,
+    results: queue.SimpleQueue,
+    pool: BlockPool | None = None,
 ) -> None:
-    """Entry point of a worker thread; returns when told to stop."""
+    """Entry point of a worker thread; returns when told to stop. ``pool``: the loader's
+    blocks, shared with its other workers and epochs."""
     try:
-        worker = ThreadWorker(config, results.put)
+        worker = ThreadWorker(config, results.put, pool)
         while True:
             message = tasks.get()
             if isinstance(message, messages.Task):
