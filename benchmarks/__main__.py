@@ -32,6 +32,7 @@ SUITES = {
     "imagenet": ("ImageNet pipelines through ImageFolder (issues 5 and 8)", True),
     "imagenet_large": ("ImageNet pipelines on 2048x1536 photographs (issue 8)", True),
     "threads_vs_processes": ("Thread workers or worker processes? (issues 8 and 20)", False),
+    "epochs": ("Epoch after epoch: persistent_workers False and True (issue 41)", False),
     "torch_datasets": ("Torch datasets through flowloader.DataLoader (issue 12)", True),
     "peers": (
         "ImageNet pipelines against torchvision v2, DALI, SPDL, Grain and torchdata.nodes "
