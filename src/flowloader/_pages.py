@@ -21,7 +21,10 @@ from typing import Any
 
 import numpy as np
 
-OWN_MAPPING_BYTES = 32 << 20
+# glibc's largest mmap threshold (64-bit): from this size on, malloc maps every allocation
+# afresh whatever its settings. Worker processes fix their threshold here (allocator.py).
+MMAP_THRESHOLD_MAX = 32 << 20
+OWN_MAPPING_BYTES = MMAP_THRESHOLD_MAX
 
 
 def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:

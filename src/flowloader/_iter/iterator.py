@@ -266,7 +266,7 @@ class DataLoaderIterator:
 
     def __next__(self) -> Any:
         measured = self._tuner is not None and not self._unmeasured
-        if not measured and self._unmeasured:
+        if self._unmeasured:
             self._unmeasured -= 1
         timed = stats.enabled or measured
         if timed:

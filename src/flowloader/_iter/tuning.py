@@ -47,6 +47,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .._pages import MMAP_THRESHOLD_MAX
+
 PROBE_MAX_BATCHES = 16
 PROBE_MIN_S = 0.05
 IN_PROCESS_FRACTION = 0.05
@@ -70,7 +72,7 @@ MAX_PREFETCH = 4
 # Batches at least this large (glibc's largest mmap threshold: from there on, every batch in
 # flight holds memory of its own, a thread worker's block or a process's segment) start at
 # prefetch 1, and their prefetch deepens only for workers seen idle.
-LARGE_BATCH_BYTES = 32 << 20
+LARGE_BATCH_BYTES = MMAP_THRESHOLD_MAX
 STEP_NOISE_S = 0.001
 IN_PROCESS_MEASURE_GAP_S = 0.002
 IN_PROCESS_MEASURE_MAX = 32

@@ -19,9 +19,11 @@ import ctypes
 import ctypes.util
 import sys
 
+from .._pages import MMAP_THRESHOLD_MAX
+
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD_BYTES = 32 << 20  # glibc's maximum on 64-bit
+MMAP_THRESHOLD_BYTES = MMAP_THRESHOLD_MAX  # the highest glibc takes
 TRIM_THRESHOLD_BYTES = 256 << 20
 
 
