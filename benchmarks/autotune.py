@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import environment, median, write_json
+from .common import environment, median, rotated, write_json
 
 METHODS = {"multiprocessing": "processes", "thread": "threads"}
 GRID: list[tuple[int, str | None, int | None]] = [(0, None, None)] + [
@@ -199,8 +199,7 @@ def head_to_head(
     settings = [("auto", None, None)] + [by_name[k] for k in ranked[:TOP]]
     again: dict[str, list[float]] = {setting_name(*s): [] for s in settings}
     for number in range(rounds):
-        shift = number % len(settings)
-        for setting in settings[shift:] + settings[:shift]:
+        for setting in rotated(settings, number):
             rate, _ = epoch_rate(pipeline.loader(ds, *setting), pipeline.loop_cpu_s)
             again[setting_name(*setting)].append(rate)
     return again

@@ -47,6 +47,13 @@ def loaders() -> dict[str, Any]:
     return found
 
 
+def rotated(items: list[Any], number: int) -> list[Any]:
+    """``items`` in round ``number``'s order: each round starts one further on, so that no
+    item always runs first, or always right after the same one."""
+    shift = number % len(items)
+    return items[shift:] + items[:shift]
+
+
 def alternate(runs: int, measure: dict[str, Callable[[], float]]) -> dict[str, list[float]]:
     """Run each measurement ``runs`` times, interleaved, so drift hits both sides alike."""
     results: dict[str, list[float]] = {name: [] for name in measure}

@@ -18,7 +18,7 @@ import argparse
 import time
 from typing import Any
 
-from .common import environment, loaders, median, write_json
+from .common import environment, loaders, median, rotated, write_json
 
 PIPELINES = {"imagenet-train": False, "imagenet-val uint8": True}  # name -> uint8
 
@@ -68,7 +68,7 @@ def measure(pipeline: str, workers: int, runs: int) -> dict[str, Any]:
     names = list(made)
     rates: dict[str, list[float]] = {name: [] for name in names}
     for k in range(runs):
-        for name in names[k % len(names) :] + names[: k % len(names)]:
+        for name in rotated(names, k):
             rates[name].append(_epoch(made[name]))
     return {"pipeline": pipeline, "workers": workers, "samples_per_s": rates}
 
