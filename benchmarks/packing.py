@@ -467,7 +467,7 @@ def _drop_cache(path: str) -> bool:
 def _remove_scans(path: str) -> None:
     from flowloader.text import index as _index
 
-    for stem in _index._scan_stems(path, EOS, None):
+    for stem in _index._scan_stems(path, EOS, None, None):
         for suffix in (".npy", ".json"):
             if os.path.exists(stem + suffix):
                 os.remove(stem + suffix)

@@ -6,7 +6,14 @@ table converted to Lance, read by flowloader's LanceDataset and by pylance's own
 dataset; 2 worker processes, batches of 256. Also how close BlockShuffleSampler is to a
 full shuffle.
 
-    python -m benchmarks.tables [--rows 1000000] [--runs 3] [--json F]
+Beside them, issue 59's numeric table (id int64, x float32, label int32; row groups of
+50,000): flowloader in sequence and under BlockShuffleSampler(window=4), 2 worker processes,
+a fresh loader per epoch, against pyarrow's own scan in one process
+(``ParquetFile.iter_batches(256)`` + ``to_numpy`` per column, pandas imported beforehand:
+pyarrow's conversion imports it, and a peer's process has usually paid that already).
+``--numeric-only`` measures that part alone.
+
+    python -m benchmarks.tables [--rows 1000000] [--runs 3] [--numeric-only] [--json F]
 """
 
 from __future__ import annotations
@@ -46,6 +53,78 @@ def write_table(path: str, rows: int) -> None:
         }
     )
     pq.write_table(table, path, row_group_size=-(-rows // ROW_GROUPS))
+
+
+NUMERIC_GROUP_ROWS = 50_000
+NUMERIC_PEER = "numeric: pyarrow iter_batches + to_numpy, one process, in sequence"
+
+
+def write_numeric_table(path: str, rows: int) -> None:
+    """Issue 59's table: id int64, x float32, label int32, in row groups of 50,000."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    table = pa.table(
+        {
+            "id": np.arange(rows),
+            "x": rng.random(rows, dtype=np.float32),
+            "label": rng.integers(0, 1000, rows).astype(np.int32),
+        }
+    )
+    pq.write_table(table, path, row_group_size=NUMERIC_GROUP_ROWS)
+
+
+def pyarrow_scan_rate(path: str) -> float:
+    """pyarrow's own scan in one process: ``ParquetFile.iter_batches(256)``, each column
+    ``to_numpy``."""
+    import pandas  # noqa: F401  (to_numpy imports it; a peer's process has it already)
+    import pyarrow.parquet as pq
+
+    start = time.perf_counter()
+    rows = 0
+    for batch in pq.ParquetFile(path).iter_batches(BATCH):
+        arrays = [column.to_numpy(zero_copy_only=False) for column in batch.columns]
+        rows += len(arrays[0])
+    return rows / (time.perf_counter() - start)
+
+
+def numeric_measures(folder: str, rows: int) -> dict[str, Callable[[], float]]:
+    """flowloader (2 workers, a fresh loader per epoch) and pyarrow's scan on the numeric
+    table."""
+    import flowloader as fl
+    from flowloader.tables import ParquetDataset
+
+    path = os.path.join(folder, "numeric.parquet")
+    write_numeric_table(path, rows)
+    dataset = ParquetDataset(path)
+
+    def block(epoch: int) -> Any:
+        sampler = fl.BlockShuffleSampler(dataset, window=4, seed=0)
+        sampler.set_epoch(epoch)
+        return sampler
+
+    counter = iter(range(10**6))
+    return {
+        NUMERIC_PEER: lambda: pyarrow_scan_rate(path),
+        "numeric: flowloader, in sequence": lambda: epoch_rate(fl.DataLoader, dataset, None),
+        "numeric: flowloader, BlockShuffleSampler(window=4)": lambda: epoch_rate(
+            fl.DataLoader, dataset, block(next(counter))
+        ),
+    }
+
+
+def numeric_ratios(rates: dict[str, list[float]]) -> dict[str, float]:
+    """Each numeric flowloader order against pyarrow's scan: the median of the ratios of
+    the same rounds."""
+    peer = rates.get(NUMERIC_PEER)
+    if not peer:
+        return {}
+    return {
+        f"{name} / pyarrow's scan": median([a / b for a, b in zip(got, peer, strict=True)])
+        for name, got in rates.items()
+        if name.startswith("numeric: flowloader")
+    }
 
 
 def samplers(dataset: Any) -> dict[str, Callable[[int], Any]]:
@@ -188,10 +267,13 @@ def shuffle_quality(dataset: Any) -> dict[str, float]:
     return found
 
 
-def run(rows: int, runs: int) -> dict[str, Any]:
+def run(rows: int, runs: int, numeric_only: bool = False) -> dict[str, Any]:
     from flowloader.tables import ParquetDataset
 
     with tempfile.TemporaryDirectory() as folder:
+        if numeric_only:
+            rates = alternate(runs, numeric_measures(folder, rows))
+            return {"rows": rows, "rates": rates, "ratios": numeric_ratios(rates)}
         path = os.path.join(folder, "table.parquet")
         write_table(path, rows)
         dataset = ParquetDataset(path, columns=COLUMNS)
@@ -221,6 +303,7 @@ def run(rows: int, runs: int) -> dict[str, Any]:
             print("datasets is not installed: leaving it out")
             streaming = False
         measure.update(lance_measures(folder, path, counter))
+        measure.update(numeric_measures(folder, rows))
         rates = alternate(runs, measure)
         if streaming:  # once: it reads about 3,000 rows/s (one worker: one file, one shard)
             rates["HF datasets streaming + torch, shuffle(10,000), one run"] = [
@@ -231,24 +314,30 @@ def run(rows: int, runs: int) -> dict[str, Any]:
             "row_groups": ROW_GROUPS,
             "file_mb": os.path.getsize(path) / 1e6,
             "rates": rates,
+            "ratios": numeric_ratios(rates),
             "quality": shuffle_quality(dataset),
         }
 
 
 def table(record: dict[str, Any]) -> str:
-    lines = [
-        f"{record['rows']:,} rows in {record['row_groups']} row groups "
-        f"({record['file_mb']:.0f} MB Parquet; columns {', '.join(COLUMNS)}), batches of "
-        f"{BATCH}, {WORKERS} worker processes; rows/s, medians of interleaved epochs.",
-        "",
-        "| loader, order | rows/s | runs |",
-        "| --- | ---: | --- |",
-    ]
+    if "row_groups" in record:
+        head = (
+            f"{record['rows']:,} rows in {record['row_groups']} row groups "
+            f"({record['file_mb']:.0f} MB Parquet; columns {', '.join(COLUMNS)}), batches of "
+            f"{BATCH}, {WORKERS} worker processes; rows/s, medians of interleaved epochs."
+        )
+    else:
+        head = f"{record['rows']:,} rows of the numeric table; rows/s of interleaved epochs."
+    lines = [head, "", "| loader, order | rows/s | runs |", "| --- | ---: | --- |"]
     for name, rates in record["rates"].items():
         shown = ", ".join(f"{r:,.0f}" for r in rates)
         lines.append(f"| {name} | {median(rates):,.0f} | {shown} |")
-    lines += ["", "| order statistic | value |", "| --- | ---: |"]
-    lines += [f"| {name} | {value:.3f} |" for name, value in record["quality"].items()]
+    if record["ratios"]:
+        lines += ["", "| numeric table, ratio | median of rounds |", "| --- | ---: |"]
+        lines += [f"| {name} | {value:.2f}x |" for name, value in record["ratios"].items()]
+    if "quality" in record:
+        lines += ["", "| order statistic | value |", "| --- | ---: |"]
+        lines += [f"| {name} | {value:.3f} |" for name, value in record["quality"].items()]
     return "\n".join(lines)
 
 
@@ -260,10 +349,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--numeric-only", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args()
     print(environment())
-    record = run(args.rows, args.runs)
+    record = run(args.rows, args.runs, args.numeric_only)
     print(table(record))
     write_json(args.json, [record])
 

@@ -387,11 +387,11 @@ def worker_memory_in_fresh_process(paths: list[str], epochs: int) -> list[list[t
 
 def open_many(folder: str, count: int) -> float:
     """Seconds to open a VideoClips over ``count`` videos whose indexes are cached: copies
-    of one short video, each with its index beside it (a stat and a small read each)."""
+    of one short video, each with its cached index (a stat and a small read each)."""
     import shutil
 
     from flowloader.video import VideoClips
-    from flowloader.video.index import SUFFIX
+    from flowloader.video.index import index_path
 
     many = os.path.join(folder, "many")
     os.makedirs(many)
@@ -402,7 +402,7 @@ def open_many(folder: str, count: int) -> float:
     for k in range(1, count):
         path = os.path.join(many, f"v{k}.mp4")
         shutil.copy2(first, path)  # the same size and mtime: the index still matches
-        shutil.copy2(first + SUFFIX, path + SUFFIX)
+        shutil.copy2(index_path(first), index_path(path))
         paths.append(path)
     start = time.perf_counter()
     ds = VideoClips(paths, CLIP_LEN)

@@ -23,7 +23,7 @@ LAYERS = [
     {"_state", "_plan", "_iter"},
     {"dataloader", "sharding"},
     {"shards", "text", "tables"},
-    {"__init__", "__main__", "utils", "vision", "video", "cli"},
+    {"__init__", "__main__", "utils", "vision", "video", "cli", "integrations"},
 ]
 
 

@@ -3,7 +3,9 @@
 Shared by in-process loading and the workers (processes and threads), so every path loads
 identically. ``allocate`` (where the batch is built: a worker process's shared memory, a
 worker thread's reused block for large batches) reaches the dataset's ``__getitems__`` and
-``default_collate`` as an argument (see :mod:`flowloader.batching`).
+``default_collate`` as an argument (see :mod:`flowloader.batching`). A ``collate_fn`` of
+the user's runs inside the batch's :class:`~flowloader.batching.batch_context`, so that
+``batch_rng()`` is the batch's own generator (the batch's number comes with its task).
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from typing import Any
 
 from . import stats
 from ._skip import SkippedSample, skipped_from
-from .batching import Allocate, Declared, call_getitems, declared, load_one_by_one
+from .batching import (
+    Allocate,
+    Declared,
+    batch_context,
+    call_getitems,
+    declared,
+    load_one_by_one,
+)
 from .collate import collate, default_collate, default_collate_fn_map
 from .errors import name_sample
 from .randomness import SampleRngs, SampleSeeds, sample_context
@@ -61,10 +70,15 @@ class MapFetcher:
         self._accepts = declared(getitems) if getitems else Declared(False, False)
 
     def fetch(
-        self, index: Any, seeds: SampleSeeds | None = None, allocate: Allocate | None = None
+        self,
+        index: Any,
+        seeds: SampleSeeds | None = None,
+        allocate: Allocate | None = None,
+        batch: int | None = None,
     ) -> Any:
         """The batch (or sample) for ``index``, its random draws from the epoch's ``seeds``,
-        its arrays built in ``allocate``'s (None: ordinary memory)."""
+        its arrays built in ``allocate``'s (None: ordinary memory); ``batch``: its number in
+        the epoch, which seeds ``batch_rng()`` while ``collate_fn`` runs."""
         clock = stats.active_clock()
         start = time.perf_counter() if clock is not None else 0.0
         transform_before = clock.transform if clock is not None else 0.0
@@ -77,7 +91,8 @@ class MapFetcher:
             data = self._load_one_by_one(index, seeds)
         if self.skipped and not data:
             raise EmptyBatch
-        return _collate_timed(self.collate_fn, data, allocate, clock, (start, transform_before))
+        began = (start, transform_before)
+        return _collate_timed(self.collate_fn, data, allocate, clock, began, (seeds, batch))
 
     def _load_batch(
         self, indices: Any, seeds: SampleSeeds | None, allocate: Allocate | None
@@ -137,9 +152,14 @@ class IterableFetcher:
         self._drawn = 0  # items taken from the stream, skipped ones included
 
     def fetch(
-        self, index: Any, seeds: SampleSeeds | None = None, allocate: Allocate | None = None
+        self,
+        index: Any,
+        seeds: SampleSeeds | None = None,
+        allocate: Allocate | None = None,
+        batch: int | None = None,
     ) -> Any:
-        """The next sample or batch; streams have no sample indices, so ``seeds`` go unused."""
+        """The next sample or batch; streams have no sample indices, so ``seeds`` seed only
+        ``batch_rng()``, with the batch's number ``batch``, while ``collate_fn`` runs."""
         if self.ended:
             raise StopIteration
         self.skipped = []
@@ -147,7 +167,7 @@ class IterableFetcher:
             found, sample = self._next_sample()
             if not found:
                 raise EmptyBatch
-            return self.collate_fn(sample)
+            return _collate_with(self.collate_fn, sample, None, (seeds, batch))
         samples = []
         for _ in index:
             try:
@@ -161,7 +181,7 @@ class IterableFetcher:
             raise EmptyBatch
         if not samples or (self.drop_last and len(samples) < len(index)):
             raise StopIteration
-        return _collate_with(self.collate_fn, samples, allocate)
+        return _collate_with(self.collate_fn, samples, allocate, (seeds, batch))
 
     def _next_sample(self) -> tuple[bool, Any]:
         """(True, the stream's next item), or (False, None) if it raised one of ``skip`` (a
@@ -176,12 +196,22 @@ class IterableFetcher:
             return False, None
 
 
-def _collate_with(collate_fn: Callable[[Any], Any], data: Any, allocate: Allocate | None) -> Any:
+#: (the epoch's seeds, the batch's number): what seeds ``batch_rng()`` for a collate_fn.
+BatchSeed = tuple[SampleSeeds | None, int | None]
+
+
+def _collate_with(
+    collate_fn: Callable[[Any], Any], data: Any, allocate: Allocate | None, seed: BatchSeed
+) -> Any:
     """``collate_fn(data)``; ``default_collate`` stacks into ``allocate``'s arrays (a custom
-    collate_fn gets the plain call, and its batch is copied where it travels)."""
-    if allocate is not None and collate_fn is default_collate:
+    collate_fn gets the plain call, and its batch is copied where it travels), and draws
+    nothing; a custom one runs with ``batch_rng()`` the batch's generator."""
+    if collate_fn is default_collate:
+        if allocate is None:
+            return collate_fn(data)
         return collate(data, collate_fn_map=default_collate_fn_map, allocate=allocate)
-    return collate_fn(data)
+    with batch_context(*seed):
+        return collate_fn(data)
 
 
 def _collate_timed(
@@ -190,14 +220,15 @@ def _collate_timed(
     allocate: Allocate | None,
     clock: stats.StageClock | None,
     began: tuple[float, float],
+    seed: BatchSeed,
 ) -> Any:
     """The collated batch, recording the dataset time and collate time, and the batch's
     marks for the trace; ``began``: when the fetch started and the clock's transform then."""
     if clock is None:
-        return _collate_with(collate_fn, data, allocate)
+        return _collate_with(collate_fn, data, allocate, seed)
     start, transform_before = began
     fetched = time.perf_counter()
-    batch = _collate_with(collate_fn, data, allocate)
+    batch = _collate_with(collate_fn, data, allocate, seed)
     collated = time.perf_counter()
     clock.fetch += fetched - start
     clock.collate += collated - fetched

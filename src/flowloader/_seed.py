@@ -89,6 +89,15 @@ def generator_state(generator: Any) -> dict[str, Any]:
     raise TypeError(f"cannot checkpoint a generator of type {type(generator).__name__}")
 
 
+def generator_kind(generator: Any) -> str:
+    """The kind :func:`generator_state` records for ``generator``."""
+    if isinstance(generator, np.random.Generator):
+        return "numpy"
+    if generator is None:
+        return "numpy-global"
+    return "torch" if _torch.is_generator(generator) else type(generator).__name__
+
+
 def restore_generator(generator: Any, saved: dict[str, Any]) -> None:
     """Put ``generator`` back in the saved state (kinds must agree)."""
     kind = saved["kind"]

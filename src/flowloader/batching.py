@@ -27,11 +27,17 @@ It returns a list of samples, which ``collate_fn`` collates as usual, or a
 
 A wrapper (``Subset``, ``StackDataset``) passes a batch on to the dataset it wraps with
 :func:`fetch_many`; :func:`load_one_by_one` is the fallback every batch path shares.
+
+A ``collate_fn`` that draws (MixUp, CutMix) draws from :func:`batch_rng`: while the loader
+collates a batch it is that batch's own generator, Philox keyed by (epoch seed, the batch's
+number in the epoch), so the draw is the same for any ``num_workers``, worker method,
+``in_order`` and after a resume (:func:`batch_generator`).
 """
 
 from __future__ import annotations
 
 import collections.abc
+import contextvars
 import inspect
 import weakref
 from collections.abc import Callable, Sequence
@@ -42,18 +48,95 @@ import numpy as np
 
 from . import _pages
 from .errors import name_sample
-from .randomness import SampleRngs, sample_context
+from .randomness import SampleRngs, SampleSeeds, sample_context
 
 __all__ = [
     "Allocate",
     "CollatedSamples",
     "allocate_empty",
+    "batch_context",
+    "batch_generator",
+    "batch_rng",
     "fetch_many",
     "load_one_by_one",
 ]
 
-# allocate(shape, dtype) -> an uninitialised array for a batch's output.
+#: ``allocate(shape, dtype)`` -> an uninitialised array for a batch's output.
 Allocate = Callable[[tuple[int, ...], Any], np.ndarray]
+
+
+_MASK64 = (1 << 64) - 1
+# A batch's Philox key is (epoch seed, this bit | its number); a sample's is (epoch seed, its
+# index), and indices lie below 2**63: no batch has a sample's generator.
+_BATCH_TAG = 1 << 63
+
+
+def batch_generator(epoch_seed: int, batch: int) -> np.random.Generator:
+    """The generator of batch number ``batch`` of the epoch seeded ``epoch_seed`` (the
+    loader's :class:`~flowloader.randomness.SampleSeeds`): Philox keyed by (epoch seed, the
+    top bit | ``batch``), never a sample's generator (theirs are keyed by indices below
+    2**63).
+
+    The loader numbers an epoch's batches in its order from 0, each whatever worker loads
+    it, whenever it arrives, and after a resume (batch k of a resumed epoch is batch k of the
+    uninterrupted run), counting batches that ``skip_errors`` passed over. Where a resume
+    regroups the rest of an epoch into another batch size, each later batch is numbered by
+    the place of its first sample in the epoch's order (what earlier runs read, plus k times
+    the new batch size): no earlier batch of the epoch has that number, and every resume of
+    that run in the same batch size gives it again."""
+    batch = int(batch)
+    if not 0 <= batch < _BATCH_TAG:
+        raise ValueError(f"a batch number lies in [0, 2**63), got {batch}")
+    key = np.array([int(epoch_seed) & _MASK64, _BATCH_TAG | batch], np.uint64)
+    return np.random.Generator(np.random.Philox(key=key))
+
+
+class _Collating:
+    """What :func:`batch_rng` answers from: the batch being collated and its generator
+    (made at the first ask, then continued by every later ask)."""
+
+    __slots__ = ("batch", "generator", "seeds")
+
+    def __init__(self, seeds: SampleSeeds, batch: int) -> None:
+        self.seeds, self.batch = seeds, batch
+        self.generator: np.random.Generator | None = None
+
+    def current(self) -> np.random.Generator:
+        if self.generator is None:
+            self.generator = batch_generator(self.seeds.epoch_seed, self.batch)
+        return self.generator
+
+
+_collating: contextvars.ContextVar[_Collating | None] = contextvars.ContextVar(
+    "flowloader_collating", default=None
+)
+
+
+class batch_context:
+    """Within the block, :func:`batch_rng` is the generator of batch number ``batch`` of the
+    epoch whose samples draw from ``seeds`` (:func:`batch_generator`). The loader enters it
+    around ``collate_fn`` (a ``collate_fn`` other than ``default_collate``); with ``seeds``
+    or ``batch`` None (no epoch seed, or no number), :func:`batch_rng` is None within."""
+
+    __slots__ = ("collating", "token")
+
+    def __init__(self, seeds: SampleSeeds | None, batch: int | None) -> None:
+        self.collating = None if seeds is None or batch is None else _Collating(seeds, batch)
+
+    def __enter__(self) -> None:
+        self.token = _collating.set(self.collating)
+
+    def __exit__(self, *exc: object) -> None:
+        _collating.reset(self.token)
+
+
+def batch_rng() -> np.random.Generator | None:
+    """The generator of the batch being collated (the same one for every ask during that
+    collate): what a random ``collate_fn`` draws from, as :func:`~flowloader.sample_rng` is
+    a sample's. None outside the loader's collate step: then draw from your own generator or
+    NumPy's global one."""
+    collating = _collating.get()
+    return None if collating is None else collating.current()
 
 
 def allocate_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:

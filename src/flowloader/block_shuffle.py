@@ -77,7 +77,7 @@ class BlockShuffleSampler(DistributedSampler):
         if num_replicas is None and rank is None:
             num_replicas, rank = world_or_single()
         super().__init__(dataset, num_replicas, rank, shuffle, seed, drop_last)
-        self._epoch_plan: tuple[tuple[int, int], tuple[np.ndarray, ...]] | None = None
+        self._epoch_plan: tuple[tuple[int, ...], tuple[np.ndarray, ...]] | None = None
         self._checked_starts()
 
     @property
@@ -122,7 +122,8 @@ class BlockShuffleSampler(DistributedSampler):
         """The blocks' first rows, this epoch's block order, the running row counts along
         it, and each window's first position and rows: numbers per block, computed once per
         epoch."""
-        if self._epoch_plan is not None and self._epoch_plan[0] == (self.epoch, self._size):
+        made_for = (self.epoch, self._size, self.seed, self.window)  # a state may set the seed
+        if self._epoch_plan is not None and self._epoch_plan[0] == made_for:
             return self._epoch_plan[1]
         starts = self._checked_starts()
         count = len(starts) - 1
@@ -133,7 +134,7 @@ class BlockShuffleSampler(DistributedSampler):
         window_firsts = virtual_starts[: count : self.window]
         window_rows = np.diff(np.append(window_firsts, self._size))
         plan = (starts, blocks, virtual_starts, window_firsts, window_rows)
-        self._epoch_plan = ((self.epoch, self._size), plan)
+        self._epoch_plan = (made_for, plan)
         return plan
 
     def _epoch_order(self) -> np.ndarray:
@@ -144,14 +145,12 @@ class BlockShuffleSampler(DistributedSampler):
         for positions in dealt_positions(self):
             yield from self.indices_at(positions).tolist()
 
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "window": self.window, "blocks": self.num_blocks}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for name, mine in (("window", self.window), ("blocks", self.num_blocks)):
-            if name in state and int(state[name]) != mine:
-                raise ValueError(
-                    f"the state is from a BlockShuffleSampler with {name}={state[name]}, "
-                    f"this one has {name}={mine}: the order would differ"
-                )
-        super().load_state_dict(state)
+    def order_settings(self) -> dict[str, Any]:
+        """flowloader.order's contract: DistributedSampler's, the window and the blocks'
+        size (the blocks themselves are the dataset's, which describes its files)."""
+        return {
+            **super().order_settings(),
+            "order": "block shuffle",
+            "window": self.window,
+            "block_size": self.block_size,
+        }

@@ -146,6 +146,8 @@ def collate_tensor_fn(
 # The built-in rules that stack into ``allocate``'s arrays (a user's rules are not given it).
 _STACKING = frozenset({collate_numpy_array_fn, collate_tensor_fn})
 
+#: The collate function for each element type: ``collate(batch, collate_fn_map=...)``'s
+#: default.
 default_collate_fn_map: dict[type | tuple[type, ...], CollateFn] = {
     np.ndarray: collate_numpy_array_fn,
     (np.bool_, np.number): collate_numpy_scalar_fn,

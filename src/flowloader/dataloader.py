@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
@@ -14,7 +13,7 @@ from ._iter.iterator import DataLoaderIterator
 from ._iter.tuning import WorkerTuner
 from ._warn import warn_at_user
 from .dataset import Dataset
-from .distributed import duplicated_across_ranks
+from .distributed import duplicated_across_ranks, world_or_single
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -38,20 +37,6 @@ _PRIVATE_ATTRIBUTES = {
 _PLAN_ATTRIBUTES = {
     f.name: _PRIVATE_ATTRIBUTES.get(f.name, f.name) for f in dataclasses.fields(_plan.LoadPlan)
 }
-
-
-class _PositionFollower:
-    """Keeps a loader's ``state_dict()`` on its iterator's position when num_workers="auto"
-    moves the epoch onto new workers (a weak reference: the iterator does not keep its
-    loader alive)."""
-
-    def __init__(self, loader: DataLoader[Any]) -> None:
-        self._loader = weakref.ref(loader)
-
-    def __call__(self, position: _state.Position) -> None:
-        loader = self._loader()
-        if loader is not None:
-            loader._last_position = position
 
 
 class DataLoader(Generic[T_co]):
@@ -85,12 +70,14 @@ class DataLoader(Generic[T_co]):
     processes. See "When one machine is not enough" in the README.
 
     ``memory_budget`` (bytes, or a fraction of the memory this process may use; default half)
-    bounds the loader's own memory: its workers' memory as the kernel counts it (PSS) and its
-    batches in shared memory. When they would exceed it, fewer batches are kept in flight
-    (with one warning), and ``num_workers="auto"`` starts fewer workers; a budget that
-    cannot hold one batch and one worker is a ``MemoryBudgetError``. Given explicitly, the
-    first batch is loaded in this process and measured before any worker starts.
-    ``iterator.stats().memory`` reports the budget and the peak measured.
+    bounds the loader's own memory: its workers' memory as the kernel counts it (USS: the
+    pages a worker adds, not its share of its parent's) and its batches in shared memory, in
+    flight or pooled. When they would exceed it, fewer batches are kept in flight (with one
+    warning), and ``num_workers="auto"`` starts fewer workers; a budget that cannot hold one
+    batch and one worker is a ``MemoryBudgetError``. Batches the loop keeps are reported
+    beside the budget (one warning when they alone pass it). Given explicitly, the first
+    batch is loaded in this process and measured before any worker starts.
+    ``iterator.stats().memory`` reports the budget, the peak and the parts.
     """
 
     _initialized = False
@@ -267,10 +254,7 @@ class DataLoader(Generic[T_co]):
             self.check_worker_number_rationality()
         tuner = self._worker_tuner() if plan.auto_workers else None
         iterator = DataLoaderIterator(plan, hint, epoch, resume, tuner=tuner)
-        self._last_position = iterator.position
-        # A change of workers ("auto", or after a given memory_budget's first batch) moves
-        # the epoch to a new position.
-        iterator.on_position = _PositionFollower(self)
+        self._last_position = iterator.position  # a live change of workers keeps it
         return iterator
 
     def __iter__(self) -> DataLoaderIterator:
@@ -279,6 +263,7 @@ class DataLoader(Generic[T_co]):
         if not self._ranks_checked:
             self._ranks_checked = True
             self._warn_if_every_rank_loads_everything()
+            self._warn_of_cache_reads()
         if not (self.persistent_workers and (self._auto_workers or self.num_workers > 0)):
             return self._get_iterator()
         if self._iterator is None or self._iterator.closed:
@@ -300,10 +285,15 @@ class DataLoader(Generic[T_co]):
         position = self._last_position
         if position is not None and not position.exhausted:
             return position.state()
+        # Between epochs (and before the first): the state describes the next epoch, so the
+        # sampler and the dataset are given its number first, as the next iter() would.
         plan = self._plan_snapshot()
+        epoch = self._asked_epoch()
+        order.hand_epoch(self._index_sampler, epoch)
+        order.hand_epoch(self.dataset, epoch)
         return _state.build(
             plan,
-            epoch=self._epochs_started,
+            epoch=epoch,
             batches_yielded=0,
             generator=_state.generator_state(plan.generator),
             sampler=_state.sampler_state(plan.index_sampler),
@@ -315,8 +305,12 @@ class DataLoader(Generic[T_co]):
 
         Raises ValueError for a state that does not fit: another sampler, batch size,
         drop_last or state format, or a dataset that changed where the state has read it
-        (docs/design/resume.md says what a resume may change).
+        (docs/design/resume.md says what a resume may change). ``state`` may also be the
+        fixed-key form that ``flowloader.integrations.dcp.Stateful`` saves
+        (``{"version": 3, "state": "<JSON>", ...}``): this rank's part is taken from it.
         """
+        if _state.is_fixed_form(state):
+            state = _state.from_fixed_form(state, world_or_single()[1])
         before = order.epoch_of(self.dataset)
         if isinstance(state, dict) and isinstance(state.get("epoch"), int):
             order.hand_epoch(self.dataset, state["epoch"])  # its items as in the saved epoch
@@ -353,6 +347,14 @@ class DataLoader(Generic[T_co]):
                 "(and call sampler.set_epoch(epoch) every epoch), or use a sampler that splits "
                 "the data by rank (give it a true splits_by_rank attribute)."
             )
+
+    def _warn_of_cache_reads(self) -> None:
+        """A dataset whose cache cannot hold what the sampler's order jumps between (a table
+        read in a full shuffle: its ``cache_warning``) says so once, in this process."""
+        ask = None if self._iterable else getattr(self.dataset, "cache_warning", None)
+        text = ask(self._index_sampler, self.batch_size) if callable(ask) else None
+        if text:
+            warn_at_user(text, RuntimeWarning)
 
     def check_worker_number_rationality(self) -> None:
         """Warn when more workers are asked for than this process has CPUs (torch's text)."""

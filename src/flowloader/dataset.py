@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-import hashlib
 import itertools
 import math
 import typing
@@ -16,7 +15,7 @@ from . import _seed
 from ._compat import torch as _torch
 from ._warn import warn_at_user
 from .batching import Allocate, fetch_many, load_one_by_one, overrides_getitem
-from .order import Read, epoch_of, hand_epoch, order_changes, order_state
+from .order import Read, digest, epoch_of, hand_epoch, order_changes, order_state
 from .randomness import SampleRngs
 
 T_co = TypeVar("T_co", covariant=True)
@@ -287,14 +286,14 @@ class Subset(Dataset[T_co]):
         inner = order_state(self.dataset)
         if inner is None:
             return None
-        return {"format": "flowloader.Subset", "indices": _digest(self.indices), "dataset": inner}
+        return {"format": "flowloader.Subset", "indices": digest(self.indices), "dataset": inner}
 
     def order_changes(self, saved: dict[str, Any], read: Read) -> list[str]:
         """The indices must be the same; the wrapped dataset is checked below the largest
         index read (all of it when any position may have been read)."""
         if not isinstance(saved, dict) or saved.get("format") != "flowloader.Subset":
             return ["the state does not describe a Subset"]
-        if saved["indices"] != _digest(self.indices):
+        if saved["indices"] != digest(self.indices):
             return ["the Subset's indices changed"]
         inner = None
         if read.prefix is not None:
@@ -306,12 +305,6 @@ class Subset(Dataset[T_co]):
 
 def _lengths(concat: ConcatDataset[Any]) -> list[int]:
     return [len(d) for d in concat.datasets]  # type: ignore[arg-type]
-
-
-def _digest(indices: Sequence[int]) -> str:
-    """A short fingerprint of a list of indices (a checkpoint holds it, not the list)."""
-    data = np.asarray(indices, dtype=np.int64).tobytes()
-    return f"{len(indices)}:{hashlib.blake2b(data, digest_size=12).hexdigest()}"
 
 
 def split_lengths(total: int, lengths: Sequence[int | float]) -> list[int]:

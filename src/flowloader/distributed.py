@@ -25,6 +25,16 @@ def _from_torch_distributed() -> tuple[int, int] | None:
     return dist.get_world_size(), dist.get_rank()
 
 
+def _from_jax() -> tuple[int, int] | None:
+    """(process count, process index) from JAX where the user's program imported it and
+    initialised ``jax.distributed`` (JAX is never imported here)."""
+    jax = sys.modules.get("jax")
+    initialized = getattr(getattr(jax, "distributed", None), "is_initialized", None)
+    if jax is None or not callable(initialized) or not initialized():
+        return None
+    return int(jax.process_count()), int(jax.process_index())
+
+
 def _from_environment() -> tuple[int, int] | None:
     """(world size, rank) from the WORLD_SIZE / RANK variables that torchrun sets."""
     world, rank = os.environ.get("WORLD_SIZE"), os.environ.get("RANK")
@@ -40,9 +50,18 @@ def _from_environment() -> tuple[int, int] | None:
 
 
 def _found_world() -> tuple[int, int] | None:
-    """(world size, rank): torch.distributed if initialised, else torchrun's environment;
-    None where neither says."""
-    return _from_torch_distributed() or _from_environment()
+    """(world size, rank): torch.distributed if initialised, else ``jax.distributed`` if
+    initialised, else torchrun's environment; None where none says. torch.distributed and JAX
+    both initialised with another world or rank is a ValueError (which should the data be
+    split by?)."""
+    torch_world, jax_world = _from_torch_distributed(), _from_jax()
+    if torch_world and jax_world and torch_world != jax_world:
+        raise ValueError(
+            f"torch.distributed says world size {torch_world[0]}, rank {torch_world[1]}, but "
+            f"jax.distributed says process count {jax_world[0]}, index {jax_world[1]}: pass "
+            "num_replicas and rank explicitly to say how to split the data"
+        )
+    return torch_world or jax_world or _from_environment()
 
 
 def detect_world() -> tuple[int, int]:
@@ -51,7 +70,8 @@ def detect_world() -> tuple[int, int]:
     if found is None:
         raise ValueError(
             "DistributedSampler could not find num_replicas and rank: pass them explicitly, "
-            "initialise torch.distributed, or launch with torchrun (which sets WORLD_SIZE and RANK)"
+            "initialise torch.distributed or jax.distributed, or launch with torchrun (which "
+            "sets WORLD_SIZE and RANK)"
         )
     return found
 
@@ -187,12 +207,19 @@ class DistributedSampler(Sampler[int]):
 
     def read_state(self, state: dict[str, Any], taken: int) -> dict[str, Any]:
         """flowloader.order's contract: unshuffled, every rank's first ``taken`` samples after
-        the pass's start are the positions below ``start + taken * num_replicas``."""
-        if self.shuffle:
-            return {"prefix": None}
+        the pass's start are the positions below ``start + taken * num_replicas``; shuffled,
+        they are scattered once anything is read."""
         start = int(state.get("start", 0)) if state else 0
+        if self.shuffle:
+            return {"prefix": 0 if start == 0 and taken == 0 else None}
         replicas = int(state.get("num_replicas", self.num_replicas)) if state else 1
         return {"prefix": start + taken * replicas}
+
+    def order_settings(self) -> dict[str, Any]:
+        """flowloader.order's contract: what changes the order. The seed is the state's (a
+        resume restores it), ``drop_last`` only cuts or pads the end, and the world size may
+        change (what is left is dealt out again)."""
+        return {"order": "distributed", "shuffle": self.shuffle}
 
 
 def dealt_positions(sampler: DistributedSampler, chunk: int = 1 << 16) -> Iterator[np.ndarray]:

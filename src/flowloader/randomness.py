@@ -45,7 +45,9 @@ class SampleSeeds:
 
     def generator(self, index: int) -> np.random.Generator:
         """A fresh generator for sample ``index``: the same numbers every time it is asked."""
-        key = [self.epoch_seed & _MASK, int(index) & _MASK]
+        # As uint64: NumPy converts a list mixing numbers above and below 2**63 through
+        # float64, which loses the low bits (and wraps keys near 2**64 to 0).
+        key = np.array([self.epoch_seed & _MASK, int(index) & _MASK], np.uint64)
         return np.random.Generator(np.random.Philox(key=key))
 
     def reset(self, generator: np.random.Generator, index: int) -> np.random.Generator:

@@ -10,7 +10,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from . import _seed
-from .order import order_changes, read_state
+from .order import describe, digest, order_changes, read_state
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -45,7 +45,21 @@ class Sampler(Generic[T_co]):
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
 
-class _DrawingSampler(Sampler[int]):
+class _Chunked(Sampler[int]):
+    """A sampler whose order comes as lists of indices (each made when the order reaches it,
+    so that its draws happen where one index at a time would make them): one index at a
+    time for ``iter()``, whole slices for :class:`BatchSampler` (a batch is then one slice,
+    not 64 steps of a generator)."""
+
+    def _chunks(self) -> Iterator[list[int]]:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[int]:
+        for chunk in self._chunks():
+            yield from chunk
+
+
+class _DrawingSampler(_Chunked):
     """A sampler that draws its order from ``self.generator``: where it stands is the
     generator's state (taken before each epoch's draws, see DataLoader.state_dict)."""
 
@@ -67,12 +81,22 @@ class SequentialSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         return iter(range(len(self.data_source)))
 
+    def _chunks(self) -> Iterator[list[int]]:
+        """The same order as lists (for BatchSampler)."""
+        n = len(self.data_source)
+        for start in range(0, n, _DRAW_CHUNK):
+            yield list(range(start, min(start + _DRAW_CHUNK, n)))
+
     def __len__(self) -> int:
         return len(self.data_source)
 
     def read_state(self, state: Any, taken: int) -> dict[str, Any]:
         """The first ``taken`` positions (flowloader.order's contract)."""
         return {"prefix": taken}
+
+    def order_settings(self) -> dict[str, Any]:
+        """flowloader.order's contract: positions in order, nothing to set."""
+        return {"order": "sequential"}
 
 
 class RandomSampler(_DrawingSampler):
@@ -111,7 +135,7 @@ class RandomSampler(_DrawingSampler):
             return len(self.data_source)
         return self._num_samples
 
-    def __iter__(self) -> Iterator[int]:
+    def _chunks(self) -> Iterator[list[int]]:
         n = len(self.data_source)
         if n == 0:
             raise ValueError("RandomSampler cannot draw indices from an empty dataset")
@@ -120,15 +144,23 @@ class RandomSampler(_DrawingSampler):
         if self.replacement:
             for start in range(0, total, _DRAW_CHUNK):
                 size = min(_DRAW_CHUNK, total - start)
-                yield from rng.integers(0, n, size=size, dtype=np.int64).tolist()
+                yield rng.integers(0, n, size=size, dtype=np.int64).tolist()
             return
         for _ in range(total // n):
-            yield from rng.permutation(n).tolist()
+            yield rng.permutation(n).tolist()
         if total % n:
-            yield from rng.permutation(n)[: total % n].tolist()
+            yield rng.permutation(n)[: total % n].tolist()
 
     def __len__(self) -> int:
         return self.num_samples
+
+    def order_settings(self) -> dict[str, Any]:
+        """flowloader.order's contract (the generator's state is the checkpoint's)."""
+        return {
+            "order": "random",
+            "replacement": self.replacement,
+            "num_samples": self._num_samples,
+        }
 
 
 class SubsetRandomSampler(_DrawingSampler):
@@ -138,13 +170,17 @@ class SubsetRandomSampler(_DrawingSampler):
         self.indices = indices
         self.generator = _seed.resolve_generator(generator)
 
-    def __iter__(self) -> Iterator[int]:
+    def _chunks(self) -> Iterator[list[int]]:
         rng = _seed.numpy_rng(self.generator)
-        for position in rng.permutation(len(self.indices)).tolist():
-            yield self.indices[position]
+        indices = self.indices
+        yield [indices[position] for position in rng.permutation(len(indices)).tolist()]
 
     def __len__(self) -> int:
         return len(self.indices)
+
+    def order_settings(self) -> dict[str, Any]:
+        """flowloader.order's contract: the indices, by digest."""
+        return {"order": "random subset", "indices": digest(self.indices)}
 
 
 class WeightedRandomSampler(_DrawingSampler):
@@ -192,7 +228,7 @@ class WeightedRandomSampler(_DrawingSampler):
             )
         return w
 
-    def __iter__(self) -> Iterator[int]:
+    def _chunks(self) -> Iterator[list[int]]:
         w = self._checked_weights()
         rng = _seed.numpy_rng(self.generator)
         if self.replacement:
@@ -203,10 +239,19 @@ class WeightedRandomSampler(_DrawingSampler):
             # with torch.multinomial.
             keys = w / rng.standard_exponential(w.size)
             drawn = np.argsort(-keys, kind="stable")[: self.num_samples]
-        yield from drawn.tolist()
+        yield drawn.tolist()
 
     def __len__(self) -> int:
         return self.num_samples
+
+    def order_settings(self) -> dict[str, Any]:
+        """flowloader.order's contract: the weights (by digest) and the draws."""
+        return {
+            "order": "weighted random",
+            "weights": digest(self.weights),
+            "num_samples": self.num_samples,
+            "replacement": self.replacement,
+        }
 
 
 class BatchSampler(Sampler[list[int]]):
@@ -228,6 +273,10 @@ class BatchSampler(Sampler[list[int]]):
         self.drop_last = drop_last
 
     def __iter__(self) -> Iterator[list[int]]:
+        chunks = _chunks_of(self.sampler)
+        if chunks is not None:  # one of ours: each batch a slice of its lists
+            yield from _sliced(chunks, self.batch_size, self.drop_last)
+            return
         indices = iter(self.sampler)
         while batch := list(itertools.islice(indices, self.batch_size)):
             if self.drop_last and len(batch) < self.batch_size:
@@ -258,6 +307,45 @@ class BatchSampler(Sampler[list[int]]):
 
     def order_changes(self, saved: dict[str, Any], epoch: int) -> list[str]:
         return order_changes(self.sampler, saved, epoch)
+
+    def order_settings(self) -> dict[str, Any]:
+        """The batch size and the wrapped sampler's settings (``drop_last`` only cuts the
+        end). The loader's own BatchSampler is left to the loader, which regroups what is
+        left of an epoch into a new batch size."""
+        return {"batch_size": self.batch_size, "sampler": describe(self.sampler)}
+
+
+# The samplers whose iter() is their _chunks() one index at a time (not a subclass's own
+# __iter__): their batches may be cut from the chunks.
+_CHUNKED_ITERS = frozenset({_Chunked.__iter__, SequentialSampler.__iter__})
+
+
+def _chunks_of(sampler: Any) -> Iterator[list[int]] | None:
+    """``sampler``'s order as lists, where it is one of these samplers as they are; else None."""
+    if getattr(type(sampler), "__iter__", None) in _CHUNKED_ITERS:
+        return sampler._chunks()
+    return None
+
+
+def _sliced(chunks: Iterator[list[int]], size: int, drop_last: bool) -> Iterator[list[int]]:
+    """BatchSampler's grouping of the indices in ``chunks``: lists of ``size``, the short
+    last one kept unless ``drop_last``. A chunk is taken when a batch first needs one of its
+    indices, as the grouping of one index at a time takes it."""
+    batch: list[int] = []
+    for chunk in chunks:
+        start = 0
+        if batch:  # finish the batch the last chunk began
+            start = size - len(batch)
+            batch += chunk[:start]
+            if len(batch) < size:
+                continue
+            yield batch
+        full = start + (len(chunk) - start) // size * size
+        for begin in range(start, full, size):
+            yield chunk[begin : begin + size]
+        batch = chunk[full:]
+    if batch and not drop_last:
+        yield batch
 
 
 class _InfiniteConstantSampler(Sampler[None]):

@@ -23,12 +23,13 @@ from .timeline import Timeline
 
 __all__ = ["STAGES", "LoaderStats", "enabled", "stage", "trace_batches"]
 
+#: The stages a batch's time is split into (``stats().stage_s``), in order.
 STAGES = ("read", "transform", "collate", "transport", "wait")
 
-# Off: stage() and the loaders' clocks record nothing (for measuring their overhead).
+#: Off: stage() and the loaders' clocks record nothing (for measuring their overhead).
 enabled = True
 
-# The batches an iterator's trace keeps (``stats().write_trace``); 0 records nothing.
+#: The batches an iterator's trace keeps (``stats().write_trace``); 0 records nothing.
 trace_batches = 512
 
 
@@ -166,7 +167,10 @@ class LoaderStats:
     free_threaded: bool = field(default_factory=gil_disabled)
     # num_workers="auto": each decision of the tuner (at_s, num_workers, reason, measured).
     tuning: list[dict[str, Any]] = field(default_factory=list)
-    # memory_budget: the budget and the peak measured, in bytes (_iter/memory.py).
+    # memory_budget, in bytes (_iter/memory.py): the budget, the peak of the loader's memory,
+    # the largest batch, and the parts at the last measurement: workers_bytes, batches_bytes
+    # (in flight and pooled), caches_bytes (the dataset's caches in this process), and beside
+    # the budget, loop_bytes in loop_batches (held).
     memory: dict[str, int] | None = None
     # The iterator's recent history (the last ``trace_batches`` batches), for write_trace.
     timeline: Timeline | None = field(default=None, repr=False, compare=False)

@@ -66,6 +66,38 @@ class ClipView(fl.Dataset[Any]):
         return fl.order.order_changes(self.dataset, saved, read)
 
 
+class Flaky(fl.Dataset[Any]):
+    """Samples ``BAD`` of the first source fail to load: a run of them, whole batches of it
+    in sequence, more than the batches in flight. The order contract is forwarded."""
+
+    BAD = range(3, 11)
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        item = self.dataset[index]
+        if isinstance(item, (int, np.integer)) and int(item) in self.BAD:
+            raise OSError(f"sample {int(item)} is corrupt")
+        return item
+
+    def set_epoch(self, epoch: int) -> None:
+        fl.order.hand_epoch(self.dataset, epoch)
+
+    @property
+    def epoch(self) -> int | None:
+        return fl.order.epoch_of(self.dataset)
+
+    def order_state(self) -> dict[str, Any] | None:
+        return fl.order.order_state(self.dataset)
+
+    def order_changes(self, saved: Any, read: fl.order.Read) -> list[str]:
+        return fl.order.order_changes(self.dataset, saved, read)
+
+
 @dataclass(frozen=True)
 class Config:
     """One run's configuration: the mixture, its wrapper and how the loader reads it."""
@@ -82,9 +114,11 @@ class Config:
     # clips, clips_by_rank (two), uniform_clips
     sampler: str
     batch_size: int
-    workers: int
+    workers: int | str  # or "auto" (its tuner scripted by the test that sets it)
     persistent: bool
     worker_method: str = "thread"
+    flaky: bool = False  # some samples fail to load (OSError), read with skip_errors
+    world: int = 2  # the ranks of a distributed order (DistributedSampler's may change)
 
     def mixture(self) -> fl.Mixture:
         if self.wrapper == "packed":  # documents: token arrays of 1-9 tokens, ids per source
@@ -108,7 +142,7 @@ class Config:
     def ranks(self) -> range:
         """The ranks of a distributed order (each reads its own part), else one."""
         by_rank = ("distributed", "mixture_batches_", "block_shuffled_by_rank", "clips_by_rank")
-        return range(2 if self.sampler.startswith(by_rank) else 1)
+        return range(self.world if self.sampler.startswith(by_rank) else 1)
 
     def loader(self, rank: int = 0) -> fl.DataLoader:
         mix = self.mixture()
@@ -118,12 +152,17 @@ class Config:
             "concat": lambda: fl.ConcatDataset([mix, np.arange(7) + 10**6]),
             "packed": lambda: Packed(mix, 12, block=4),
         }[self.wrapper]()
+        if self.flaky:
+            dataset = Flaky(dataset)
         options: dict[str, Any] = {
             "num_workers": self.workers,
-            "persistent_workers": self.persistent and self.workers > 0,
+            "persistent_workers": self.persistent and self.workers != 0,
             "worker_method": self.worker_method,
             "collate_fn": list,
+            "generator": self.seed,  # whatever the sampler: a sampler may change between jobs
         }
+        if self.flaky:
+            options["skip_errors"] = OSError
         if self.sampler.startswith("mixture_batches"):
             # two ranks in step need as many batches each: drop_last
             ranks = len(self.ranks)
@@ -140,7 +179,8 @@ class Config:
                 sampler = ClipSampler(
                     clips, clips_per_video=3, seed=self.seed, num_replicas=ranks, rank=rank
                 )
-            return fl.DataLoader(clips, self.batch_size, sampler=sampler, **options)
+            read = Flaky(clips) if self.flaky else clips
+            return fl.DataLoader(read, self.batch_size, sampler=sampler, **options)
         if self.sampler.startswith("block_shuffled"):
             ranks = len(self.ranks)
             sampler = fl.BlockShuffleSampler(
@@ -149,13 +189,11 @@ class Config:
             return fl.DataLoader(dataset, self.batch_size, sampler=sampler, **options)
         if self.sampler.startswith("distributed"):
             sampler = fl.DistributedSampler(
-                dataset, 2, rank, shuffle=self.sampler.endswith("shuffled"), seed=self.seed
+                dataset, self.world, rank, shuffle=self.sampler.endswith("shuffled"), seed=self.seed
             )
             return fl.DataLoader(dataset, self.batch_size, sampler=sampler, **options)
         shuffled = self.sampler == "shuffled"
-        return fl.DataLoader(
-            dataset, self.batch_size, shuffle=shuffled, generator=self.seed, **options
-        )
+        return fl.DataLoader(dataset, self.batch_size, shuffle=shuffled, **options)
 
     @property
     def reads_in_sequence(self) -> bool:

@@ -5,6 +5,9 @@ thread for the process, which this folder's descriptor check would count.)"""
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -200,3 +203,39 @@ def test_a_hundred_random_resume_points_are_exact(parquet_file) -> None:
         while len(got) < len(full[kind]):
             got += [ids(batch) for batch in second]
         assert got == full[kind], f"cut at batch {cut} of {len(full[kind])}"
+
+
+@pytest.mark.parametrize("sampler", ["sequence", "block shuffle"])
+def test_four_thread_workers_decode_each_row_group_once_per_epoch(parquet_file, sampler) -> None:
+    """Thread workers share their table's cache (one per process): 4 of them decode each
+    row group once per epoch, counted per row group, with a cache of 6 of the 12 (the main
+    process's one read, measuring a block for the loader's cache warning, aside)."""
+    probe = ParquetDataset(parquet_file, columns=COLUMNS)
+    probe[0]
+    ds = ParquetDataset(parquet_file, columns=COLUMNS, cache_bytes=6 * probe._cache.bytes)
+    reads: list[int] = []
+    read_block = ds._read_block
+
+    def counted(block: int) -> Any:  # shared by copies; the workers' reads only
+        if threading.current_thread() is not threading.main_thread():
+            reads.append(block)
+        return read_block(block)
+
+    ds._read_block = counted
+    order = (
+        fl.BlockShuffleSampler(ds, window=2, seed=1, num_replicas=1, rank=0)
+        if sampler == "block shuffle"
+        else None
+    )
+    loader = fl.DataLoader(
+        ds, batch_size=25, sampler=order, num_workers=4, worker_method="thread", prefetch_factor=1
+    )
+    for number in range(2):
+        reads.clear()
+        ids = sorted(i for batch in loader for i in batch["id"].tolist())
+        assert ids == list(range(1200))
+        assert len(reads) == len(set(reads)), f"epoch {number}: a row group read twice: {reads}"
+        if number == 0:
+            assert sorted(reads) == list(range(12))
+    assert ds.decoded_blocks <= 24
+    assert ds._cache.bytes <= ds.cache_bytes

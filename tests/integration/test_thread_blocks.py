@@ -118,14 +118,19 @@ def test_the_next_epoch_s_threads_reuse_the_last_epoch_s_blocks(min_block_bytes)
     blocks = {id(block) for block, _ in first if block is not None}
     del first
     gc.collect()
-    assert len(blocks) <= len(loader._thread_blocks.free)
+    # kept for the next epoch: what its pipeline needs (prefetch 2 x 2 workers + 1) at most
+    assert min(len(blocks), 5) <= len(loader._thread_blocks.free) <= 5
     second = []
     for k, batch in enumerate(loader):
         check(batch, 4 * k, 4096)
-        second.append(block_of(batch[0]) is not None and id(block_of(batch[0])) in blocks)
+        assert k >= 4 or block_of(batch[0]) is not None  # not measured again
+        second.append(id(block_of(batch[0])) in blocks)
         del batch
-    assert second[:4] == [True] * 4  # the first batches in the last epoch's blocks: no batch
-    # measured again, no block faulted in (the later ones may need one more, as timing goes)
+    # The first batches in the last epoch's blocks: no batch measured again, no block faulted
+    # in while old ones are free (the first epoch may have held fewer than the four batches
+    # in flight at once, as timing goes: a block each for the rest).
+    assert len(blocks) >= 2
+    assert sum(second[:4]) >= min(4, len(blocks))
     pool = weakref.ref(loader._thread_blocks)
     loader.worker_method = "multiprocessing"
     assert [b[1].ravel().tolist() for b in loader] == [[*range(i, i + 4)] for i in range(0, 48, 4)]

@@ -1,5 +1,6 @@
 """Video clips through the loader: the same batches for any worker count and method, exact
-resume at random points, a changed video's clips dropped alone under skip_errors."""
+resume at random points, a changed video's clips dropped alone under skip_errors, with its
+path recorded."""
 
 from __future__ import annotations
 
@@ -16,6 +17,15 @@ pytest.importorskip("av", reason="needs PyAV (pip install 'flowloader[video]')")
 from flowloader.video import ClipSampler, UniformClipSampler, VideoClips
 
 from ..unit.video import media
+
+
+@pytest.fixture(scope="module", autouse=True)
+def index_cache(tmp_path_factory):
+    """The module's own index cache (``$FLOWLOADER_CACHE``, inherited by the workers), not
+    the user's."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FLOWLOADER_CACHE", str(tmp_path_factory.mktemp("index-cache")))
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +118,8 @@ def test_skip_errors_drops_the_clips_of_a_changed_video_alone(two_videos, tmp_pa
     paths = [str(tmp_path / "a.mp4"), str(tmp_path / "b.mkv")]
     for source, target in zip(two_videos, paths, strict=True):
         shutil.copy(source, target)
-    ds = VideoClips(paths, 10)  # 12 clips of a, 9 of b
+    ds = VideoClips(str(tmp_path), 10)  # the folder's videos, sorted: 12 clips of a, 9 of b
+    assert ds.paths == paths
     media.encode(paths[1], frames=50)  # b rewritten after the dataset was made
     loader = fl.DataLoader(ds, batch_size=4, num_workers=2, skip_errors=ValueError)
     iterator = iter(loader)
@@ -116,6 +127,7 @@ def test_skip_errors_drops_the_clips_of_a_changed_video_alone(two_videos, tmp_pa
         videos = [v for batch in iterator for v in batch["video"].tolist()]
     assert videos == [0] * 12
     assert sorted(skip.index for skip in iterator.stats().skipped) == list(range(12, 21))
+    assert {skip.path for skip in iterator.stats().skipped} == {paths[1]}
 
 
 @pytest.mark.parametrize("method", ["thread", "multiprocessing"])

@@ -207,3 +207,12 @@ def test_a_reply_the_main_process_cannot_read_fails_its_batches_instead_of_hangi
         collect(loader, delivered, lambda batch: [sample[0] for sample in batch])
     assert delivered == [[0, 1]]
     assert "[2, 3]" in str(caught.value)
+
+
+def test_a_large_batch_names_its_first_indices_not_all() -> None:
+    """A worker's error names at most eight of its batch's indices and how many in all (a
+    batch of 256 once made a 7 KB message)."""
+    loader = fl.DataLoader(Failing("exception", bad=5, n=300), batch_size=256, num_workers=1)
+    listed = r"indices \[0, 1, 2, 3, 4, 5, 6, 7, \.\.\. \(256 in all\)\]"
+    with pytest.raises(ValueError, match=listed):
+        next(iter(loader))

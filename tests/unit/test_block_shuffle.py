@@ -5,6 +5,7 @@ an array per row, and exact resume through the loader."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -153,10 +154,32 @@ def test_resume_onto_two_ranks_reads_every_row_once() -> None:
     assert len(seen) <= 201  # at most one padding sample to even the ranks
 
 
-def test_a_state_from_another_window_is_refused() -> None:
-    sampler = BlockShuffleSampler(100, block_size=10, window=2)
-    with pytest.raises(ValueError, match="window=3, this one has window=2"):
-        sampler.load_state_dict({**sampler.state_dict(), "window": 3})
+@pytest.mark.parametrize(
+    ("setting", "match"),
+    [
+        ({"window": 3}, "sampler window: saved 2, this loader 3"),
+        ({"block_size": 5}, "sampler block_size: saved 10, this loader 5"),
+        ({"shuffle": False}, "sampler shuffle: saved True, this loader False"),
+    ],
+)
+def test_a_state_from_other_settings_is_refused_once_read(setting, match) -> None:
+    """Mid-epoch, another window, block size or shuffle would deliver other rows; before
+    anything of the epoch is read, any may change."""
+
+    def loader(**changed: Any) -> fl.DataLoader:
+        options = {"block_size": 10, "window": 2, **changed}
+        sampler = BlockShuffleSampler(100, num_replicas=1, rank=0, **options)
+        return fl.DataLoader(np.arange(100), batch_size=4, sampler=sampler)
+
+    saved = loader()
+    untouched = saved.state_dict()
+    iterator = iter(saved)
+    next(iterator)
+    with pytest.raises(ValueError, match=match):
+        loader(**setting).load_state_dict(saved.state_dict())
+    fresh = loader(**setting)
+    fresh.load_state_dict(untouched)
+    assert sorted(i for b in fresh for i in b.tolist()) == list(range(100))
 
 
 def test_one_then_two_then_three_ranks_read_every_row_once() -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -229,3 +230,18 @@ def test_utils_data_exposes_the_same_names() -> None:
         torch_kind = getattr(torch_data, name)
         assert not isinstance(ours, type) or issubclass(ours, torch_kind), name
     assert issubclass(data.DataLoader, fl.DataLoader)
+
+
+def test_output_torch_works_without_the_program_importing_torch() -> None:
+    """output="torch" imports torch itself (a script that never imports torch)."""
+    pytest.importorskip("torch")
+    code = (
+        "import numpy as np, flowloader as fl\n"
+        "batch = next(iter(fl.DataLoader(np.arange(4), batch_size=2, output='torch')))\n"
+        "print(type(batch).__module__, batch.tolist())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["torch", "[0,", "1]"]

@@ -61,3 +61,29 @@ def test_iterable_fetcher_single_samples() -> None:
     assert [fetcher.fetch(None), fetcher.fetch(None)] == ["A", "B"]
     with pytest.raises(StopIteration):
         fetcher.fetch(None)
+
+
+def test_a_collate_fn_of_the_user_s_draws_from_the_batch_s_generator() -> None:
+    from flowloader.batching import batch_generator, batch_rng
+    from flowloader.collate import default_collate
+    from flowloader.randomness import SampleSeeds
+
+    def drawing(samples):
+        generator = batch_rng()
+        return samples, None if generator is None else generator.random()
+
+    seeds = SampleSeeds(7)
+    want = batch_generator(7, 3).random()
+    assert MapFetcher(Recorder(True), True, drawing).fetch([1, 2], seeds, None, 3)[1] == want
+    assert MapFetcher(Recorder(False), True, drawing).fetch([1, 2], seeds, None, 3)[1] == want
+    stream = IterableFetcher(range(10), True, drawing, drop_last=False)
+    assert stream.fetch([None, None], seeds, None, 3) == ([0, 1], want)
+    single = IterableFetcher(range(10), False, drawing, drop_last=False)
+    assert single.fetch(None, seeds, None, 3) == (0, want)
+    # without a number (or seeds) there is no batch generator; default_collate draws nothing
+    assert MapFetcher(Recorder(True), True, drawing).fetch([1], seeds)[1] is None
+    assert MapFetcher(Recorder(True), True, drawing).fetch([1], None, None, 3)[1] is None
+    assert MapFetcher(Recorder(True), True, default_collate).fetch(
+        [1], seeds, None, 3
+    ).tolist() == [10]
+    assert batch_rng() is None

@@ -43,3 +43,60 @@ def test_workers_allowed_at_the_edges() -> None:
     assert guard(100 * MB, 60 * MB, 0).workers_allowed(1) == 0  # the loop's batch and one
     exact = guard(40 * MB, 10 * MB, 10 * MB)  # a worker, its batch and the loop's: 30 MB
     assert exact.workers_allowed(prefetch=1) == 1
+
+
+def test_thread_blocks_lent_beyond_those_in_flight_are_the_loop_s() -> None:
+    from flowloader._worker.buffers import BlockPool
+
+    pool = BlockPool()
+    blocks = [pool.take(MB) for _ in range(5)]  # 2 in flight, 3 handed out and kept
+    pool.give_back(pool.take(MB))  # and one free
+    g = MemoryGuard(64 * MB, estimate_workers=False)
+    g.measure(np.zeros(MB, np.uint8), [], None, held=3, blocks=pool)
+    assert (g.loop_batches, g.loop_bytes) == (3, 3 * MB)
+    assert g.batches_bytes == 2 * MB + pool.nbytes
+    assert g.as_dict()["loop_bytes"] == 3 * MB
+    del blocks
+
+
+def test_a_worker_is_counted_at_what_it_adds_not_its_share_of_its_parent() -> None:
+    import os
+
+    from flowloader._iter.memory import worker_bytes
+
+    with open("/proc/self/smaps_rollup") as rollup:
+        fields = {
+            line.split(":")[0]: int(line.split()[1]) * 1024 for line in rollup if "kB" in line
+        }
+    own = worker_bytes(os.getpid())
+    assert own is not None
+    unique = fields["Private_Clean"] + fields["Private_Dirty"]
+    assert unique - 16 * MB < own <= unique + 16 * MB  # (it moves while we look)
+    assert worker_bytes(2**22 + 1) is None  # no such process
+
+
+def test_dataset_caches_are_found_through_wrappers_once_and_take_room() -> None:
+    import flowloader as fl
+    from flowloader._iter.memory import cache_bytes
+
+    class Cached(fl.Dataset):
+        def __init__(self, held: int) -> None:
+            self.cached_bytes = held
+
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, i: int) -> int:
+            return i
+
+    table, other = Cached(3 * MB), Cached(MB)
+    mix = fl.Mixture({"a": fl.Subset(table, [0, 1]), "b": other}, [0.5, 0.5])
+    both = fl.ConcatDataset([mix, fl.Subset(table, [2, 3])])  # the table counted once
+    assert cache_bytes(both) == 4 * MB
+    assert cache_bytes(np.arange(3)) == 0
+    g = guard(20 * MB, MB, 0)
+    before = g.in_flight_allowed(2, processes=False)
+    g.measure(np.zeros(MB, np.uint8), [], None, held=1, caches=4 * MB)
+    assert g.as_dict()["caches_bytes"] == 4 * MB
+    assert g.in_flight_allowed(2, processes=False) == before - 4
+    assert g.peak >= 4 * MB

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -183,3 +185,92 @@ def test_batch_sampler_takes_any_iterable() -> None:
 def test_batch_sampler_argument_errors(batch_size, drop_last, match) -> None:
     with pytest.raises(ValueError, match=match):
         fl.BatchSampler(range(4), batch_size, drop_last)
+
+
+# BatchSampler cuts its batches from the lists its sampler draws (flowloader's own
+# samplers): exactly the batches of one index at a time, with the draws at the same points.
+
+
+def grouped_one_at_a_time(sampler, batch_size: int, drop_last: bool) -> list[list[int]]:
+    indices, batches = iter(sampler), []
+    while batch := list(itertools.islice(indices, batch_size)):
+        if drop_last and len(batch) < batch_size:
+            break
+        batches.append(batch)
+    return batches
+
+
+def make_samplers(n: int, seed: int) -> dict[str, fl.Sampler]:
+    return {
+        "sequential": fl.SequentialSampler(range(n)),
+        "random": fl.RandomSampler(range(n), generator=seed),
+        "random, more than n": fl.RandomSampler(range(n), num_samples=2 * n + 3, generator=seed),
+        "random, fewer than n": fl.RandomSampler(
+            range(n), num_samples=max(n // 2, 1), generator=seed
+        ),
+        "replacement": fl.RandomSampler(
+            range(n), replacement=True, num_samples=n + 5, generator=seed
+        ),
+        "subset": fl.SubsetRandomSampler(list(range(0, 3 * n, 3)), generator=seed),
+        "subset of an array": fl.SubsetRandomSampler(np.arange(n) * 2, generator=seed),
+        "weighted": fl.WeightedRandomSampler(np.arange(1, n + 1), n, generator=seed),
+        "weighted, no replacement": fl.WeightedRandomSampler(
+            np.arange(1, n + 1), n, replacement=False, generator=seed
+        ),
+    }
+
+
+@pytest.mark.parametrize("kind", list(make_samplers(1, 0)))
+@pytest.mark.parametrize("n", [1, 7, 64, 130])
+@pytest.mark.parametrize("batch_size", [1, 3, 64, 200])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_batches_cut_from_the_drawn_lists_are_the_batches_of_one_index_at_a_time(
+    kind, n, batch_size, drop_last
+) -> None:
+    got = list(fl.BatchSampler(make_samplers(n, 5)[kind], batch_size, drop_last))
+    want = grouped_one_at_a_time(make_samplers(n, 5)[kind], batch_size, drop_last)
+    assert got == want
+    assert all(type(batch) is list for batch in got)
+    assert [type(i) for batch in got for i in batch] == [type(i) for b in want for i in b]
+
+
+def test_a_long_order_is_cut_across_its_chunks(monkeypatch) -> None:
+    monkeypatch.setattr(fl.sampler, "_DRAW_CHUNK", 10)
+    makers = (
+        lambda: fl.SequentialSampler(range(95)),
+        lambda: fl.RandomSampler(range(9), replacement=True, num_samples=95, generator=1),
+        lambda: fl.RandomSampler(range(10), num_samples=95, generator=1),
+    )
+    for make in makers:
+        for batch_size in (3, 10, 40):
+            got = list(fl.BatchSampler(make(), batch_size, False))
+            assert got == grouped_one_at_a_time(make(), batch_size, False)
+            assert sum(map(len, got)) == 95
+
+
+def test_later_permutations_are_drawn_when_a_batch_first_needs_them() -> None:
+    # The global generator is shared with the loop: its draws must fall where they fell.
+    def draws_between(batch_sampler) -> list[float]:
+        np.random.seed(3)
+        seen = []
+        for _ in batch_sampler:
+            seen.append(np.random.random())
+        return seen
+
+    sampler = fl.RandomSampler(range(8), num_samples=24)
+    got = draws_between(fl.BatchSampler(sampler, 4, False))
+
+    class OneAtATime(fl.Sampler):
+        def __iter__(self):
+            return iter(sampler)
+
+    assert got == draws_between(fl.BatchSampler(OneAtATime(), 4, False))
+
+
+def test_a_subclass_s_own_iter_is_grouped_one_index_at_a_time() -> None:
+    class Evens(fl.RandomSampler):
+        def __iter__(self):
+            return (2 * i for i in super().__iter__())
+
+    batches = list(fl.BatchSampler(Evens(range(10), generator=2), 4, False))
+    assert sorted(i for batch in batches for i in batch) == list(range(0, 20, 2))

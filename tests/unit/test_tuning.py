@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from flowloader._iter.tuning import (
     IN_PROCESS_MEASURE_MAX,
     PROCESSES,
@@ -170,6 +172,7 @@ def test_threads_turn_into_processes_when_another_would_wait_for_the_gil() -> No
     # of the time at most: 83 batches/s
     assert decisions(tuner, 1, wait=0.04, step=0.02, gil_held=0.075)[0] == Setting(2, THREADS, 2)
     warm_up(tuner)
+    assert decisions(tuner, 50, wait=0.0, step=0.02) == []  # as predicted: 50 batches/s
     [grown] = decisions(tuner, 8, wait=0.05, step=0.1, busy_s=0.2)
     assert grown == Setting(3, THREADS, 2)  # 3 threads: 75 batches/s, within reach
     warm_up(tuner)
@@ -279,3 +282,65 @@ def test_a_measured_batch_stands_for_those_unmeasured_before_it() -> None:
     assert tuner.observe(0.02, 0.0001, 0.0, batches=stands_for) == Setting(4, PROCESSES, 2)
     assert tuner.changes[-1].measured["batches"] == 2 * stands_for
     assert tuner.unmeasured_between == 0
+
+
+def test_a_choice_short_of_its_prediction_tries_the_other_kind_and_keeps_the_faster() -> None:
+    """(Each window below is one window: 8 batches and a second at least.)"""
+    tuner = both_methods(cores=2)
+    # 50 ms loads, 10% of it under the GIL: 2 threads predicted at 40 batches/s
+    assert decisions(tuner, 1, wait=0.05, step=0.001, gil_held=0.1) == [Setting(2, THREADS, 2)]
+    warm_up(tuner)
+    # they give 12.5 (a busy machine misread the GIL): processes are tried, as many
+    assert decisions(tuner, 13, wait=0.079, step=0.001) == [Setting(2, PROCESSES, 2)]
+    assert "gave 12.5 batches/s against the 40.0 predicted" in tuner.changes[-1].reason
+    warm_up(tuner)
+    assert decisions(tuner, 41, wait=0.024, step=0.001) == []  # 40 batches/s: kept
+    assert tuner.method == PROCESSES
+    # later windows follow the usual rules: the loop still waits, no core is left
+    assert decisions(tuner, 41, wait=0.024, step=0.001) == []
+
+
+def test_a_tried_kind_no_faster_beyond_the_noise_gives_way_to_the_first() -> None:
+    tuner = both_methods(cores=2)
+    assert decisions(tuner, 1, wait=0.05, step=0.001, gil_held=0.7) == [Setting(2, PROCESSES, 2)]
+    warm_up(tuner)
+    assert decisions(tuner, 13, wait=0.079, step=0.001) == [Setting(2, THREADS, 2)]
+    warm_up(tuner)
+    # threads: 13.3 batches/s against 12.5, within the noise (15% at least)
+    assert decisions(tuner, 14, wait=0.074, step=0.001) == [Setting(2, PROCESSES, 2)]
+    assert "not more than multiprocessing's 12.5 beyond the noise" in tuner.changes[-1].reason
+    warm_up(tuner)
+    assert decisions(tuner, 13, wait=0.079, step=0.001) == []  # revisited once only
+
+
+def test_a_choice_within_the_noise_of_its_prediction_or_a_loop_that_waits_not_stays() -> None:
+    within = both_methods(cores=2)
+    assert decisions(within, 1, wait=0.05, step=0.001, gil_held=0.1) == [Setting(2, THREADS, 2)]
+    warm_up(within)
+    assert decisions(within, 60, wait=0.0165, step=0.001) == []  # 57 of 40: fine
+    slow_loop = both_methods(cores=2)
+    assert decisions(slow_loop, 1, wait=0.05, step=0.001, gil_held=0.1)[0].num_workers == 2
+    warm_up(slow_loop)
+    # 9 batches/s, but the loop's own step sets the pace (waited 1%): not the workers'
+    assert decisions(slow_loop, 16, wait=0.001, step=0.11) == []
+    assert slow_loop.method == THREADS
+    only = WorkerTuner(cores=2)  # processes given: nothing to try instead
+    assert decisions(only, 1, wait=0.05, step=0.001) == [Setting(2, PROCESSES, 2)]
+    warm_up(only)
+    assert decisions(only, 16, wait=0.079, step=0.001) == []
+
+
+def test_the_noise_is_the_spread_of_the_window_s_batch_times() -> None:
+    from flowloader._iter.tuning import PREDICTION_NOISE_MIN, _Window
+
+    steady = _Window()
+    for _ in range(16):
+        steady.add(0.01, 0.01, 0.0, 0.0, 1)
+    assert steady.rate == 50.0
+    assert steady.noise == PREDICTION_NOISE_MIN
+    uneven = _Window()
+    for k in range(16):
+        uneven.add(0.001 if k % 2 else 0.1, 0.0, 0.0, 0.0, 1)
+    # mean 50.5 ms, spread 49.5 ms, over 4 = sqrt(16): two standard errors are 49%
+    assert uneven.noise == pytest.approx(2 * 0.0495 / (0.0505 * 4))
+    assert _Window().noise == 1.0

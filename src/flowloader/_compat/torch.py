@@ -172,8 +172,7 @@ def to_tensor(array: Any) -> Any:
     """``torch.from_numpy``: the tensor shares the array's memory (no copy). An array torch
     cannot hold (strings, bytes, a dtype this torch lacks) stays an array, as torch's
     DataLoader leaves it."""
-    torch = imported_torch()
-    assert torch is not None
+    torch = require_torch()  # output="torch" without the program importing torch first
     if array.dtype.kind not in _TENSOR_KINDS:
         return array
     try:

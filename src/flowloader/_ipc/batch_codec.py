@@ -95,17 +95,23 @@ class SegmentCache:
 
     A segment's file is unlinked as soon as it is mapped here: the worker and this process
     keep sharing the pages through their mappings, and no file is left to leak whichever
-    process dies later.
+    process dies later. From then on no file shows the segment's pages, so every cache keeps
+    them in this process's account of what it maps (``mapped_bytes``, for memory_budget):
+    the most of it a batch has used, which is what the worker has written.
     """
 
     def __init__(self) -> None:
         self._segments: dict[str, Segment] = {}
 
-    def get(self, name: str, capacity: int) -> Segment:
+    def get(self, name: str, capacity: int, used: int = 0) -> Segment:
+        """The segment ``name`` mapped here (mapped now, and its file unlinked, if new);
+        ``used``: the bytes its current batch uses."""
         segment = self._segments.get(name)
         if segment is None:
             segment = self._segments[name] = Segment.attach(name, capacity)
             segment.unlink()
+        if used > _mapped.get(name, 0):
+            _mapped[name] = used
         return segment
 
     def __len__(self) -> int:
@@ -114,11 +120,16 @@ class SegmentCache:
     def names(self) -> list[str]:
         return list(self._segments)
 
+    def capacity(self, name: str) -> int:
+        return self._segments[name].capacity
+
     def forget(self, names: tuple[str, ...]) -> None:
+        """Unmap these segments (views handed out keep their pages until they go)."""
         for name in names:
             segment = self._segments.pop(name, None)
             if segment is not None:
                 segment.close()
+                _mapped.pop(name, None)
 
     def close(self) -> None:
         self.forget(tuple(self._segments))
@@ -135,13 +146,50 @@ def held_batches() -> int:
     return len(_watched)
 
 
+def held_segments() -> set[str]:
+    """The segments of the batches the program still holds."""
+    return {name for _, _, name in list(_watched.values())}
+
+
+# segment name -> the bytes of it in use (the most a batch used), for every segment some
+# SegmentCache of this process maps
+_mapped: dict[str, int] = {}
+
+
+class MappedSegments(NamedTuple):
+    """This process's mappings of the segments whose names start with a prefix: ``held``
+    bytes in ``held_batches`` batches that the program still holds, beyond the newest
+    ``in_flight`` opened (those are loaded and waiting to be handed out), and ``other`` bytes
+    (those in flight, and those back in their worker's pool)."""
+
+    held: int
+    held_batches: int
+    other: int
+
+
+def mapped_bytes(prefix: str, in_flight: int) -> MappedSegments:
+    """What this process maps of the segments named ``prefix...``: see MappedSegments. A
+    batch is counted as held once a newer batch has been opened for each one in flight."""
+    alive = [name for _, _, name in list(_watched.values()) if name.startswith(prefix)]
+    held_names = set(alive[: max(len(alive) - in_flight, 0)])
+    held = other = 0
+    for name, nbytes in list(_mapped.items()):
+        if not name.startswith(prefix):
+            continue
+        if name in held_names:
+            held += nbytes
+        else:
+            other += nbytes
+    return MappedSegments(held, len(held_names), other)
+
+
 def decode(encoded: tuple[Any, ...], cache: SegmentCache, on_drop: Callable[[str], None]) -> Any:
     """The batch with its arrays viewing the shared segment (no copy). ``on_drop(name)`` runs
     once the consumer has dropped every array of the batch."""
     structure, name, capacity, used, leaves = encoded
     if name is None:
         return tree.join(structure, [])
-    region = np.frombuffer(cache.get(name, capacity).mapping, dtype=np.uint8, count=used)
+    region = np.frombuffer(cache.get(name, capacity, used).mapping, dtype=np.uint8, count=used)
     arrays = []
     for offset, shape, dtype, tensor in leaves:
         # one constructor call, not a slice, a view and a reshape; its base is `region`

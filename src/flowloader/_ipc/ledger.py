@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from .batch_codec import SegmentCache, decode
+from .batch_codec import SegmentCache, decode, held_segments
 
 
 class SegmentLedger:
@@ -62,6 +62,16 @@ class SegmentLedger:
         owed = [(worker_id, tuple(names)) for worker_id, names in self._owed.items() if names]
         self._owed.clear()
         return owed
+
+    def beyond(self, prefix: str, keep: int) -> tuple[str, ...]:
+        """The segments named ``prefix...`` mapped here that no batch the program holds is
+        in, beyond ``keep`` segments in all (the held ones count): the smallest first."""
+        held = held_segments()
+        mine = [name for name in self.cache.names() if name.startswith(prefix)]
+        free = [name for name in mine if name not in held]
+        room = max(keep - (len(mine) - len(free)), 0)
+        free.sort(key=self.cache.capacity)
+        return tuple(free[: max(len(free) - room, 0)])
 
     def worker_replaced(self, worker_id: int, old_prefix: str) -> None:
         """A worker's process died and was replaced: nothing is owed to the dead one, and its

@@ -1,6 +1,6 @@
 """The protocol between the main process and the workers: small, named, picklable messages.
 
-Main -> worker (on the worker's task pipe): Task, Release, Resume, Stop.
+Main -> worker (on the worker's task pipe): Task, Release, Retire, Resume, Stop.
 Worker -> main (on the worker's result pipe): Result, Empty, Failure, StreamEnd.
 Array payloads never travel here; a Result names the shared-memory segment that holds them.
 The two messages sent once per batch, Task and Result, cross the pipes as plain tuples of their
@@ -47,11 +47,20 @@ class Task(Wire):
     releases: tuple[str, ...] = ()
     epoch_seed: int | None = None  # every sample's generator derives from it (SampleSeeds)
     epoch: int = 0  # the loader's epoch: the worker hands it to its dataset copy
+    batch: int = 0  # the batch's number in the epoch: seeds batching.batch_rng for collate_fn
 
 
 @dataclass(slots=True)
 class Release(Wire):
     """The consumer dropped the batches held in these segments; they may be reused."""
+
+    segment_names: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class Retire(Wire):
+    """Between epochs the main process unmapped these segments (beyond what the pipeline
+    needs): retire them, now if free, else when released; never reuse them."""
 
     segment_names: tuple[str, ...]
 

@@ -116,9 +116,16 @@ def _held_batches_note() -> str:
     )
 
 
+# A batch's indices named in a worker's error, at most (a batch of 256 made 7 KB messages).
+LISTED_INDICES = 8
+
+
 def _describe_indices(indices: Any) -> str:
     if isinstance(indices, list) and indices and all(i is None for i in indices):
         return f"(a batch of {len(indices)} from an IterableDataset stream)"
     if indices is None:
         return "(a sample from an IterableDataset stream)"
+    if isinstance(indices, list) and len(indices) > LISTED_INDICES:
+        shown = ", ".join(map(repr, indices[:LISTED_INDICES]))
+        return f"[{shown}, ... ({len(indices)} in all)]"
     return repr(indices)

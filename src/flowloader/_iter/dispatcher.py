@@ -40,6 +40,17 @@ class Dispatcher:
         self._cursor = (worker + 1) % self.num_workers
         return task_id
 
+    def adopt(self, task_id: int, indices: Any) -> int:
+        """Take over a task another dispatcher handed out (a live change of workers): it
+        keeps its id and goes to the next worker in turn, beside the budget. Returns the
+        worker."""
+        worker = self.next_worker()
+        assert worker is not None
+        self.outstanding[task_id] = (worker, indices)
+        self._cursor = (worker + 1) % self.num_workers
+        self.next_task_id = max(self.next_task_id, task_id + 1)
+        return worker
+
     def complete(self, task_id: int) -> tuple[int, Any]:
         return self.outstanding.pop(task_id)
 

@@ -11,8 +11,10 @@ those rules is tested by feeding it events (tests/unit/test_epoch.py).
 from __future__ import annotations
 
 import collections
+import itertools
 import signal
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from .. import _seed, _state, stats
@@ -42,6 +44,14 @@ def _torch_words(event: WorkerDied) -> str:
             signal.strsignal(event.signal) or str(event.signal)
         )
     return f"DataLoader worker ({_who(event)}) exited unexpectedly"
+
+
+def _grouped(samples: Iterator[Any], size: int, drop_last: bool) -> Iterator[list[Any]]:
+    """``samples`` in lists of ``size`` (BatchSampler's grouping of what is left)."""
+    while batch := list(itertools.islice(samples, size)):
+        if drop_last and len(batch) < size:
+            return
+        yield batch
 
 
 class _Accounted:
@@ -91,6 +101,7 @@ class Epoch:
         # True once an error ended the epoch: the transport must stop.
         self.broken = False
         self._stream_restored = False
+        self._regroup_after: int | None = None  # samples read in another batch size
         skip = self._restore(plan, resume)
         # Everything this epoch's order depends on, as it is before the first draw.
         self.position = _state.Position(
@@ -108,21 +119,55 @@ class Epoch:
         self.skip_batches = 0
         if skip:
             self._resume_position(skip)
+        elif self._regroup_after is not None:
+            self._regroup(self._regroup_after)
+        # The epoch's batch that task id 0 is (a resume's first): task ids count on from it
+        # across live changes of workers.
+        self.first_batch = self.position.batches_yielded
+        # Batch numbers (batch_number): task id t is the epoch's batch first + t * step.
+        self._numbering = (self.first_batch - self.skip_batches, 1)
+        if self._regroup_after is not None:
+            self._numbering = (self._regroup_after, plan.index_sampler.batch_size)
         self._dispatcher = Dispatcher(slots, budget)
         self._reorder = ReorderBuffer(plan.in_order)
         self._retries: collections.deque[Assignment] = collections.deque()
-        self.stats = stats.LoaderStats(num_workers=plan.num_workers, timeline=timeline)
         self._timeline = timeline
         # The skip_errors account, kept only where the policy is on (no cost otherwise).
         self._ledger = SkipLedger(plan.max_skipped) if plan.skip_errors else None
-        if self._ledger is not None:
-            self.stats.skipped = self._ledger.skipped
         # Per-source counts of a mixture's samples handed out (stats().sources).
         self._sources = SourceCounts.of(plan.dataset)
         self._worker_cpu = worker_cpu if worker_cpu is not None else {}
+        self._start_part()
+
+    def _start_part(self) -> None:
+        """Begin this epoch's statistics for the workers it runs on now (the first part, or
+        the part after a live change of workers)."""
+        self.stats = stats.LoaderStats(num_workers=self.plan.num_workers, timeline=self._timeline)
+        if self._ledger is not None:
+            self.stats.skipped = self._ledger.skipped
         self._cpu_at_start = dict(self._worker_cpu)
         self._started_at = time.perf_counter()
         self._main_cpu_at_start = time.process_time()
+
+    def move_to(self, plan: LoadPlan, slots: int, budget: int) -> None:
+        """Go on with this epoch on other workers (``plan``'s): a live change, not a
+        resume. The sampler's remaining order, the per-sample seeds, the skip account, the
+        batches that arrived and the position all carry on; only the batches still loading
+        on the old workers are handed to the new ones, under their own task ids, so that
+        every batch comes out once and in its place. Nothing is rewound or restored (the
+        user's generators, the sampler's state), and no position is needed, so it works
+        with ``in_order=False``. The statistics start a new part."""
+        lost = sorted(self._dispatcher.outstanding.items())
+        next_task_id = self._dispatcher.next_task_id
+        self.plan = plan
+        self.position.plan = plan
+        dispatcher = self._dispatcher = Dispatcher(slots, budget)
+        dispatcher.next_task_id = next_task_id
+        self._retries.clear()  # a restarted worker's batches are among the lost
+        for task_id, (_, indices) in lost:
+            worker = dispatcher.adopt(task_id, indices)
+            self._retries.append(self._assignment(worker, task_id, indices))
+        self._start_part()
 
     # -- resuming -------------------------------------------------------------------------
 
@@ -132,11 +177,14 @@ class Epoch:
         if resume is None:
             return 0
         _state.restore_generator(plan.generator, resume["generator"])
-        if resume["sampler"] is not None:
+        if resume["sampler"] is not None and _state.same_samplers(plan, resume):
             plan.index_sampler.load_state_dict(resume["sampler"])
         skip = resume["batches_yielded"]
         if not plan.iterable and _state.skip_in_sampler(plan.index_sampler, resume):
             return 0  # the sampler itself now begins after what was delivered
+        if not plan.iterable and _state.needs_regrouping(plan, resume):
+            self._regroup_after = _state.samples_read(resume)
+            return 0
         saved = resume.get("dataset")
         restore = getattr(plan.dataset, "load_state_dict", None)
         if plan.iterable and saved is not None and plan.num_workers == 0 and callable(restore):
@@ -157,6 +205,26 @@ class Epoch:
                     break
         self.position.batches_yielded = skip
 
+    def _regroup(self, read: int) -> None:
+        """Continue after ``read`` samples of the wrapped sampler's order, in batches of this
+        loader's size (a resume with another batch size): the positions read stay a prefix,
+        so nothing is lost or repeated."""
+        batch_sampler = self.plan.index_sampler
+        samples = iter(batch_sampler.sampler)
+        for _ in itertools.islice(samples, read):
+            pass
+        self._sampler_iter = _grouped(samples, batch_sampler.batch_size, batch_sampler.drop_last)
+        self.position.samples_before = read
+
+    def batch_number(self, task_id: int) -> int:
+        """The number of task ``task_id``'s batch in the epoch (``Assignment.batch``: with
+        the epoch seed, the seed of ``flowloader.batching.batch_rng``): its place among the
+        epoch's batches, as the uninterrupted run counts it (a stream's dropped batches and
+        skipped ones included); in a rest regrouped into another batch size, the place of
+        its first sample in the epoch's order (``flowloader.batching.batch_generator``)."""
+        first, step = self._numbering
+        return first + task_id * step
+
     # -- handing out work -----------------------------------------------------------------
 
     def assignments(self, fill: bool = True) -> list[Assignment]:
@@ -173,8 +241,12 @@ class Epoch:
             if indices is _END:
                 break
             task_id = dispatcher.assign(worker, indices)
-            sent.append(Assignment(worker, task_id, indices, self.base_seed, self.number))
+            sent.append(self._assignment(worker, task_id, indices))
         return sent
+
+    def _assignment(self, worker: int, task_id: int, indices: Any) -> Assignment:
+        number = self.batch_number(task_id)
+        return Assignment(worker, task_id, indices, self.base_seed, self.number, number)
 
     def idle(self) -> bool:
         """Nothing is in flight: no batch will arrive unless more are handed out."""
@@ -214,6 +286,7 @@ class Epoch:
                 self._dispatcher.complete(task_id)
                 self._dispatcher.deactivate(worker_id)
                 self._reorder.skip(task_id)
+                self.position.ahead = self._reorder.ahead
             case WorkerDied():
                 return self._worker_died(event)
         return None
@@ -236,8 +309,7 @@ class Epoch:
         self.restarts += 1
         self.stats.worker_restarts = self.restarts
         self._retries.extend(
-            Assignment(event.worker_id, task_id, indices, self.base_seed, self.number)
-            for task_id, indices in lost
+            self._assignment(event.worker_id, task_id, indices) for task_id, indices in lost
         )
         return (
             f"DataLoader worker {event.worker_id} ({_who(event)}) exited unexpectedly "
@@ -299,6 +371,7 @@ class Epoch:
             found, item = self._reorder.pop()
             if not found:
                 return False, None
+            self.position.ahead = self._reorder.ahead
             if self._sources is not None:
                 self._sources.delivered(self._reorder.last)
             if type(item) is _Accounted:

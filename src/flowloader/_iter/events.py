@@ -28,14 +28,16 @@ from .._ipc import messages
 @dataclass(slots=True)
 class Assignment:
     """Load the batch at ``indices`` (an index, a list of them, or a stream placeholder) on
-    worker ``worker_id``; ``epoch_seed`` seeds every sample's generator (SampleSeeds), and
-    ``epoch`` is the loader's epoch, which the worker hands its dataset copy."""
+    worker ``worker_id``; ``epoch_seed`` seeds every sample's generator (SampleSeeds),
+    ``epoch`` is the loader's epoch, which the worker hands its dataset copy, and ``batch``
+    the batch's number in the epoch (with ``epoch_seed``, the seed of ``batch_rng()``)."""
 
     worker_id: int
     task_id: int
     indices: Any
     epoch_seed: int
     epoch: int = 0
+    batch: int = 0  # its number in the epoch's order (Epoch.batch_number): batch_rng's seed
 
 
 @dataclass(slots=True)

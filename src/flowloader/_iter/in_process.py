@@ -45,7 +45,7 @@ class InProcessTransport:
         task_id = assignment.task_id
         previous = stats.set_clock(self._clock if stats.enabled else None)
         try:
-            batch: Any = self._fetcher.fetch(assignment.indices, seeds)
+            batch: Any = self._fetcher.fetch(assignment.indices, seeds, None, assignment.batch)
         except StopIteration as error:
             if self._iterable:
                 return StreamEnded(task_id, 0)

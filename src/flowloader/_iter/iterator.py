@@ -22,15 +22,15 @@ from .._plan import LoadPlan
 from .._warn import warn_at_user
 from ..timeline import Timeline
 from .epoch import Epoch
-from .gil import WORTH_SAMPLING_FIRST_S, GilSampler
 from .in_process import InProcessTransport
 from .lifecycle import WorkerHandle
-from .memory import MemoryGuard, describe
+from .memory import MemoryGuard, cache_bytes, describe
 from .pinning import PinStage
 from .processes import ProcessTransport
 from .threads import ThreadTransport
 from .transport import Transport
-from .tuning import IN_PROCESS_BELOW_S, Setting, WorkerTuner
+from .tuner_feed import TunerFeed
+from .tuning import Setting, WorkerTuner
 
 __all__ = ["DataLoaderIterator"]
 
@@ -52,7 +52,9 @@ def default_transport(plan: LoadPlan, base_seed: int) -> Transport:
     asked (Ray is imported only then)."""
     if plan.worker_method == "thread" and plan.num_workers:
         return ThreadTransport(plan, base_seed)
-    if plan.thread_blocks is not None:  # thread workers' blocks are of no use to the others
+    if plan.thread_blocks is not None and plan.num_workers:
+        # Thread workers' blocks are of no use to process or Ray workers; the in-process
+        # probe of a given memory_budget keeps them for the threads that follow.
         plan.thread_blocks.release()
     if plan.num_workers == 0:
         return InProcessTransport(plan)
@@ -95,23 +97,9 @@ class DataLoaderIterator:
         # num_workers="auto": the tuner, the stats of this epoch's parts before each change
         # of workers, and when the last batch was handed out (the loop's step starts there).
         self._tuner = tuner
-        if tuner is not None and not tuner.probing:
-            tuner.workers_start()
+        self._feed = TunerFeed(tuner) if tuner is not None else None
         self._stats_before: list[stats.LoaderStats] = []
-        self._handed_at: tuple[float, float] | None = None
-        # Batches the tuner asked to go unmeasured before the next one it is told of, which
-        # stands for them as well (in process: tuning.IN_PROCESS_MEASURE_GAP_S).
-        self._unmeasured, self._stands_for = 0, 1
         self._retune_to: Setting | None = None  # a change asked for, made after a batch
-        self._busy_seen = 0.0  # the workers' loading time the tuner has been told of
-        self._busy_before = 0.0  # ... and theirs in this epoch's parts before the last change
-        # worker_method="auto": how much of the probe's loading holds the GIL, sampled over
-        # the first batch and, once a batch shows loading worth workers, the next (gil.py).
-        self._gil_wanted = tuner is not None and tuner.chooses_method and tuner.probing
-        self._gil_armed = self._gil_wanted  # sample the next batch
-        self._gil: GilSampler | None = None
-        self._untold_wait: float | None = None  # the probe's last batch, told on the next call
-        self.on_position: Callable[[Any], None] | None = None  # told when a retune moves it
         self._timeline = (
             Timeline(stats.trace_batches) if stats.enabled and stats.trace_batches > 0 else None
         )
@@ -172,9 +160,10 @@ class DataLoaderIterator:
         epoch, method = self._epoch, self._transport.worker_method
         epoch.stats.worker_method = method
         if self._timeline is not None:
-            self._timeline.part(epoch.number, epoch.position.batches_yielded, method)
-        if self._transport.prefetches:
-            self._transport.send(self._epoch.assignments())
+            self._timeline.part(epoch.number, epoch.first_batch, method)
+        # Workers start loading ahead; in process, only batches taken over from workers
+        # (a live change) are sent now, the rest on demand.
+        self._transport.send(self._epoch.assignments(fill=self._transport.prefetches))
 
     # -- the public face ------------------------------------------------------------------
 
@@ -220,7 +209,9 @@ class DataLoaderIterator:
             return now
         total = stats.LoaderStats.merged([*self._stats_before, now])
         total.num_workers, total.worker_method = now.num_workers, now.worker_method
-        total.sources, total.memory = now.sources, memory
+        # The skip account and the source counts carry on across a change: the latest
+        # part's are the epoch's.
+        total.sources, total.skipped, total.memory = now.sources, list(now.skipped), memory
         total.tuning = self._tuner.as_records() if self._tuner is not None else []
         return total
 
@@ -232,11 +223,10 @@ class DataLoaderIterator:
         resume: dict[str, Any] | None = None,
     ) -> None:
         """Start the next epoch on the same (persistent) workers."""
-        self._busy_before += self._epoch.stats.worker_busy_s  # the tuner's count goes on
+        if self._feed is not None:
+            self._feed.new_epoch(self._epoch.stats.worker_busy_s)
         self._epoch.discard()
         self._stats_before.clear()
-        self._handed_at = self._untold_wait = None
-        self._unmeasured, self._stands_for = 0, 1
         if self._memory is not None:
             self._memory.measure_next_batch()
         self._length_hint = length_hint
@@ -246,8 +236,8 @@ class DataLoaderIterator:
 
     def shutdown(self, grace_s: float | None = None) -> None:
         """Stop the workers now; batches not yet handed out are dropped."""
-        if self._gil is not None:
-            self._gil.stop()
+        if self._feed is not None:
+            self._feed.stop()
         self._epoch.discard()  # their arrays pin the segment mappings open
         if grace_s is not None:
             self._transport.shutdown(grace_s)
@@ -265,14 +255,15 @@ class DataLoaderIterator:
     # -- handing out batches --------------------------------------------------------------
 
     def __next__(self) -> Any:
-        measured = self._tuner is not None and not self._unmeasured
-        if self._unmeasured:
-            self._unmeasured -= 1
+        feed = self._feed
+        measured = feed is not None and feed.measures_next()
         timed = stats.enabled or measured
         if timed:
             started, started_cpu = time.perf_counter(), time.thread_time()
-            if self._untold_wait is not None and not self.closed:
-                self._tell_untold(started, started_cpu)
+            if feed is not None and feed.has_untold and not self.closed:
+                busy = self._epoch.stats.worker_busy_s
+                self._retune_to = feed.tell_untold(started, started_cpu, busy)
+                self._retune_if_asked()
         epoch = self._epoch
         while epoch.skip_batches:  # resuming a stream: load and drop what was delivered
             epoch.skip_batches -= 1
@@ -281,9 +272,10 @@ class DataLoaderIterator:
         if not timed:
             data = produce()
         else:
-            gil = self._gil_for_this_batch() if self._gil_armed else None
-            if gil is not None:  # the first batch: from when it shows loading worth it
-                gil.sample(True, WORTH_SAMPLING_FIRST_S if self._handed_at is None else 0.0)
+            sampling = feed.gil_to_sample() if feed is not None else None
+            if sampling is not None:
+                gil, worth = sampling
+                gil.sample(True, worth)
                 try:
                     data = produce()
                 finally:
@@ -295,76 +287,20 @@ class DataLoaderIterator:
             if self._timeline is not None:
                 self._timeline.waited(epoch.last_task_id, started, started + waited)
             if measured:
-                self._observe(waited, started, started_cpu)
+                assert feed is not None
+                busy = epoch.stats.worker_busy_s
+                self._retune_to = feed.observe(waited, started, started_cpu, busy)
         epoch.delivered()
         if self._memory is not None and self._memory.due() and not self.closed:
             self._check_memory(data)
         self._retune_if_asked()
-        if self._tuner is not None and not self._unmeasured:  # the next batch is measured
-            self._handed_at = (time.perf_counter(), time.thread_time())
+        if feed is not None:
+            feed.handed_out()
         if self._pin_stage is not None or self._convert is None:
             return data
         return self._convert(data)
 
-    # -- num_workers="auto" ----------------------------------------------------------------
-
-    def _gil_for_this_batch(self) -> GilSampler | None:
-        """The GIL sampler, where it should sample the batch about to load: the first batch
-        of the probe, and the next ones once a batch has shown loading worth workers."""
-        if self._gil is None:
-            self._gil = sampler = GilSampler()
-            weakref.finalize(self, sampler.stop)
-        return self._gil if self._gil.wanted else None
-
-    def _observe(self, waited: float, called: float, called_cpu: float) -> None:
-        """This batch was handed out after ``waited``. While the tuner probes, it is told of
-        the batch when the loop comes back for the next one, with the loop's step in
-        between, so that a decision applies from that next batch on (the first batch only
-        when it shows loading worth workers: its wait holds the start-up, which costs more
-        than cheap loading). After the probe it is told now, with the step before it, and a
-        change is made after this batch is counted."""
-        tuner = self._tuner
-        assert tuner is not None
-        first = self._handed_at is None
-        if self._gil_wanted:  # sample on once a batch shows loading worth workers
-            worth = WORTH_SAMPLING_FIRST_S if first else IN_PROCESS_BELOW_S
-            self._gil_armed = waited >= worth or (self._gil_armed and not first)
-        if tuner.probing:
-            if not first or waited >= WORTH_SAMPLING_FIRST_S:
-                self._untold_wait = waited
-            return
-        if not first:
-            assert self._handed_at is not None
-            step = called - self._handed_at[0]
-            self._tell(waited, step, called_cpu - self._handed_at[1])
-
-    def _tell_untold(self, called: float, called_cpu: float) -> None:
-        """Tell the tuner of the probe's last batch, the loop having come back for the next
-        one; a change it asks for is made before that next batch loads."""
-        waited, self._untold_wait = self._untold_wait, None
-        assert waited is not None
-        assert self._handed_at is not None
-        handed, handed_cpu = self._handed_at
-        self._tell(waited, called - handed, called_cpu - handed_cpu)
-        self._handed_at = (called, called_cpu)  # this step is told: the next one starts here
-        self._retune_if_asked()
-
-    def _tell(self, waited: float, step: float, step_cpu: float) -> None:
-        """One batch for the tuner: the wait for it and the loop's step beside it, with the
-        workers' loading time since the last batch told and the GIL's share so far."""
-        tuner = self._tuner
-        assert tuner is not None
-        busy_total = self._busy_before + self._epoch.stats.worker_busy_s
-        busy, self._busy_seen = max(busy_total - self._busy_seen, 0.0), busy_total
-        gil = self._gil.held_fraction() if self._gil is not None else None
-        self._retune_to = tuner.observe(waited, step, step_cpu, busy, gil, batches=self._stands_for)
-        self._unmeasured = tuner.unmeasured_between
-        self._stands_for = self._unmeasured + 1
-        if not tuner.probing:  # the sampler's work is done
-            self._gil_wanted = self._gil_armed = False
-            if self._gil is not None:
-                self._gil.stop()
-                self._gil = None
+    # -- num_workers="auto" (the tuner decides: tuner_feed.py tells it of each batch) --------
 
     def _retune_if_asked(self) -> None:
         if self._retune_to is not None:
@@ -381,7 +317,14 @@ class DataLoaderIterator:
         group = getattr(self._transport, "group", None)
         pids = group.live_pids() if group is not None else []
         segments = group.prefix if group is not None else None
-        guard.measure(batch, pids, segments, held=self._epoch.in_flight + 1)
+        guard.measure(
+            batch,
+            pids,
+            segments,
+            held=self._epoch.in_flight + 1,
+            blocks=plan.thread_blocks,
+            caches=cache_bytes(plan.dataset),
+        )
         try:  # "auto" can always go back to loading in this process
             guard.check_one_fits(with_workers=not plan.auto_workers)
         except Exception:
@@ -419,10 +362,11 @@ class DataLoaderIterator:
         return allowed
 
     def _retune(self, setting: Setting) -> None:
-        """Go on with this epoch with ``setting``. A new worker count or kind goes on from
-        the batch it has reached, as a resume from its state would: the batches not yet
-        handed out are loaded again by the new workers, so none is lost, repeated or moved.
-        A new prefetch_factor only changes how many batches are kept in flight."""
+        """Go on with this epoch with ``setting``. A new worker count or kind takes the epoch
+        over where it stands (``Epoch.move_to``: a live change, not a resume): the batches
+        still loading are loaded again by the new workers, so none is lost, repeated or
+        moved, and nothing the user holds (generators, the skip account) is rewound. A new
+        prefetch_factor only changes how many batches are kept in flight."""
         plan = self._plan
         workers = setting.num_workers
         method = setting.worker_method or plan.worker_method
@@ -447,20 +391,17 @@ class DataLoaderIterator:
             self._plan = plan
             self._epoch.set_in_flight(self._in_flight_for(plan))
             return
-        state = self._epoch.position.state()
-        self._epoch.absorb_stages(self._transport.stage_readings())
-        self._stats_before.append(self._epoch.stats_snapshot())
-        self._busy_before += self._epoch.stats.worker_busy_s
-        self._epoch.discard()
-        if self._pin_stage is not None:
-            self._pin_stage.clear()
-        self._finalizer()  # the old workers stop
-        self._epoch = self._new_epoch(plan, self._length_hint, self._epoch.number, state)
+        epoch = self._epoch
+        epoch.absorb_stages(self._transport.stage_readings())
+        self._stats_before.append(epoch.stats_snapshot())
+        if self._feed is not None:
+            self._feed.part_ended(epoch.stats.worker_busy_s)
+        self._finalizer()  # the old workers stop; what they had not sent is loaded again
+        self._plan = plan
+        epoch.move_to(plan, slots=max(workers, 1), budget=self._in_flight_for(plan))
         self._start_transport(plan)
         self._add_pin_stage(plan)
         self._begin()
-        if self.on_position is not None:
-            self.on_position(self._epoch.position)
 
     def _guarded_next(self) -> Any:
         try:
@@ -512,9 +453,11 @@ class DataLoaderIterator:
                     # The epoch goes on past a failed batch: its slot is free for the next.
                     transport.send(epoch.assignments())
                 raise
+            if transport.prefetches:
+                # Also when not found: batches all skipped (skip_errors) free their room
+                # without being handed out, and the workers must not go idle behind them.
+                transport.send(epoch.assignments())
             if found:
-                if transport.prefetches:
-                    transport.send(epoch.assignments())
                 return batch
             if epoch.idle():
                 if not transport.prefetches:  # in-process: load on demand
@@ -554,6 +497,15 @@ class DataLoaderIterator:
             warn_at_user(notice, RuntimeWarning)
 
     def _end_epoch(self) -> None:
+        """The epoch ran out: non-persistent workers stop; the pools keep what the next
+        epoch's pipeline needs (prefetch_factor per worker, and the loop's batch)."""
         self._source_exhausted = True
-        if not self._plan.persistent_workers:
+        plan = self._plan
+        if not plan.persistent_workers:
             self.shutdown()
+        prefetch = plan.prefetch_factor or 1
+        if plan.thread_blocks is not None and plan.worker_method == "thread":
+            plan.thread_blocks.keep_at_most(prefetch * max(plan.num_workers, 1) + 1)
+        trim_pools = getattr(self._transport, "trim_pools", None)
+        if plan.persistent_workers and trim_pools is not None and not self.closed:
+            trim_pools(prefetch)

@@ -33,7 +33,15 @@ class ProcessTransport:
         for a in assignments:
             releases = ledger.releases_for(a.worker_id)
             # a Task as it travels (messages.Task.on_wire): its fields in order
-            task = (self._generation, a.task_id, a.indices, releases, a.epoch_seed, a.epoch)
+            task = (
+                self._generation,
+                a.task_id,
+                a.indices,
+                releases,
+                a.epoch_seed,
+                a.epoch,
+                a.batch,
+            )
             group.send(a.worker_id, task)
 
     def receive(self, timeout: float | None) -> list[Event]:
@@ -98,6 +106,23 @@ class ProcessTransport:
         if self._iterable:
             for worker_id in range(len(self.group.processes)):
                 self.group.send(worker_id, messages.Resume())
+
+    def trim_pools(self, prefetch_factor: int) -> None:
+        """Between epochs (nothing in flight): each worker keeps ``prefetch_factor``
+        segments, worker 0 one more, the batches the loop holds included; the rest are
+        unmapped here now and retired by their worker when it reads the message (after the
+        releases owed to it, sent first)."""
+        group, ledger = self.group, self.ledger
+        for worker_id, names in ledger.owed():
+            group.send(worker_id, messages.Release(names))
+        for worker_id, process in enumerate(group.processes):
+            if process is None:
+                continue
+            keep = prefetch_factor + (worker_id == 0)
+            extra = ledger.beyond(group.worker_prefix(worker_id), keep)
+            if extra:
+                group.send(worker_id, messages.Retire(extra))
+                ledger.forget(extra)
 
     def stage_readings(self) -> dict[str, float] | None:
         return None

@@ -191,7 +191,12 @@ class RayTransport:
     def send(self, assignments: list[Assignment]) -> None:
         for a in assignments:
             task = messages.Task(
-                self._generation, a.task_id, a.indices, epoch_seed=a.epoch_seed, epoch=a.epoch
+                self._generation,
+                a.task_id,
+                a.indices,
+                epoch_seed=a.epoch_seed,
+                epoch=a.epoch,
+                batch=a.batch,
             )
             self._send_task(a.worker_id, task)
 

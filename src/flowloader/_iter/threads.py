@@ -22,12 +22,41 @@ from .events import Assignment, Event, WorkerDied, from_reply
 from .transport import STOP_GRACE_S, worker_config
 
 
-def _own_copy(dataset: Any) -> Any:
-    """A shallow copy (attributes its own, arrays shared); the dataset itself if it has none."""
+def _own_copy(dataset: Any, memo: dict[int, Any] | None = None) -> Any:
+    """A shallow copy (attributes its own, arrays shared); the dataset itself if it has none.
+    Whatever inside takes an epoch (an attribute, or an item of a list, tuple or dict
+    attribute, with a ``set_epoch``: the Mixture a Packed, a Subset or a user's wrapper
+    holds) is copied too, all the way down: a copy that sets its epoch never moves another
+    copy's, nor the main process's (a late worker of the last epoch would otherwise move the
+    next epoch's Mixture back)."""
+    memo = {} if memo is None else memo
+    if id(dataset) in memo:
+        return memo[id(dataset)]
     try:
-        return copy.copy(dataset)
+        copied = copy.copy(dataset)
     except Exception:
         return dataset
+    memo[id(dataset)] = copied
+    attributes = getattr(copied, "__dict__", None)
+    if not isinstance(attributes, dict):
+        return copied
+    for name, value in list(attributes.items()):
+        if _takes_epoch(value):
+            attributes[name] = _own_copy(value, memo)
+        elif type(value) in (list, tuple) and any(map(_takes_epoch, value)):
+            attributes[name] = type(value)(
+                _own_copy(item, memo) if _takes_epoch(item) else item for item in value
+            )
+        elif type(value) is dict and any(map(_takes_epoch, value.values())):
+            attributes[name] = {
+                key: _own_copy(item, memo) if _takes_epoch(item) else item
+                for key, item in value.items()
+            }
+    return copied
+
+
+def _takes_epoch(value: Any) -> bool:
+    return not isinstance(value, type) and callable(getattr(value, "set_epoch", None))
 
 
 class ThreadTransport:
@@ -60,7 +89,12 @@ class ThreadTransport:
     def send(self, assignments: list[Assignment]) -> None:
         for a in assignments:
             task = messages.Task(
-                self._generation, a.task_id, a.indices, epoch_seed=a.epoch_seed, epoch=a.epoch
+                self._generation,
+                a.task_id,
+                a.indices,
+                epoch_seed=a.epoch_seed,
+                epoch=a.epoch,
+                batch=a.batch,
             )
             self._tasks[a.worker_id].put(task)
 

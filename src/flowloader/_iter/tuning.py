@@ -5,7 +5,8 @@ The tuner sees, per batch handed out, how long the loop waited in ``next()``, ho
 own step took (from one ``next()`` returning to the next call) with the main thread's CPU
 time in that step, and the workers' loading time since the batch before. It decides nothing
 itself about batches: a change of workers or of their kind is made by the iterator at a
-batch boundary, through the resume path, and a change of prefetch by the number of batches
+batch boundary, as a live change that carries the epoch on (Epoch.move_to), and a change
+of prefetch by the number of batches
 it keeps in flight, so batches and order stay those of any setting (docs/design/autotune.md).
 
 - First, a probe: the epoch starts in this process, where the wait is the loading itself,
@@ -39,10 +40,19 @@ it keeps in flight, so batches and order stay those of any setting (docs/design/
   ``IN_PROCESS_MEASURE_MAX`` batches apart), standing for those between: batches that stay
   in process are cheap, and telling the tuner of each cost 2-3 us of an MNIST batch's 67.
 - A memory budget caps the workers (``limit``).
+- The probe's prediction is checked against what the workers then give (where the tuner
+  chooses their kind): the first window counted after the probe's choice, when the loop
+  waits, at a rate short of the predicted one by more than the noise (two standard errors of
+  the window's mean batch time, ``PREDICTION_NOISE_MIN`` at least: the model's own error),
+  revisits the choice: the other kind of worker, as many, is measured over a window, and
+  kept only where it is faster beyond the noise of both windows; else the first comes back.
+  On a busy machine the GIL's share or the cores' pace can read wrong in the probe; the
+  workers' own pace cannot.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -74,6 +84,9 @@ MAX_PREFETCH = 4
 # prefetch 1, and their prefetch deepens only for workers seen idle.
 LARGE_BATCH_BYTES = MMAP_THRESHOLD_MAX
 STEP_NOISE_S = 0.001
+# A window's rate this far below the probe's prediction, at least, is the model's error, not
+# the choice's (more where the window's batch times spread more).
+PREDICTION_NOISE_MIN = 0.15
 IN_PROCESS_MEASURE_GAP_S = 0.002
 IN_PROCESS_MEASURE_MAX = 32
 PROCESSES, THREADS = "multiprocessing", "thread"
@@ -108,6 +121,7 @@ class _Window:
     step_s: float = 0.0
     step_cpu_s: float = 0.0
     busy_s: float = 0.0
+    square_s: float = 0.0  # the sum of each batch's (wait + step) squared
 
     def add(
         self, wait_s: float, step_s: float, step_cpu_s: float, busy_s: float, batches: int
@@ -119,6 +133,23 @@ class _Window:
         self.step_s += step_s * batches
         self.step_cpu_s += step_cpu_s * batches
         self.busy_s += busy_s
+        self.square_s += (wait_s + step_s) ** 2 * batches
+
+    @property
+    def rate(self) -> float:
+        """Batches per second over the window."""
+        return self.batches / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def noise(self) -> float:
+        """The rate's relative noise: two standard errors of the mean batch time over it,
+        PREDICTION_NOISE_MIN at least."""
+        n = self.batches
+        if n < 2 or self.wall_s <= 0:
+            return 1.0
+        mean = self.wall_s / n
+        spread = math.sqrt(max(self.square_s / n - mean * mean, 0.0))
+        return max(2 * spread / (mean * math.sqrt(n)), PREDICTION_NOISE_MIN)
 
     @property
     def loop_core_use(self) -> float:
@@ -172,6 +203,8 @@ class WorkerTuner:
     _load_s: float = 0.0  # the probe's measurements: one batch's loading in process,
     _step_s: float = 0.0  # the loop's step,
     _loop_cpu_s: float = 0.0  # and its CPU time in a step
+    _predicted: float | None = None  # the probe's choice's rate, to check (batches/s)
+    _trial: tuple[str, float, float] | None = None  # the kind revisited: its rate and noise
     _started: float = field(default_factory=time.perf_counter)
 
     def __post_init__(self) -> None:
@@ -239,6 +272,9 @@ class WorkerTuner:
             return None
         if self.num_workers == 0:  # in process the wait is the loading: probe again
             return self._decide(self._after_probe(window), window)
+        revisited = self._revisit(window)
+        if revisited is not None:
+            return self._decide(revisited, window)
         return self._decide(self._after_window(window), window)
 
     # -- the probe ---------------------------------------------------------------------------
@@ -268,6 +304,7 @@ class WorkerTuner:
         best = max(self._rate(n) for n in counts)
         workers = min(n for n in counts if self._rate(n) >= GOOD_ENOUGH * best)
         method, why = self._method_for(workers)
+        self._predicted = self._rate(workers, threads=method == THREADS)
         prefetch, ahead = None, ""
         if self._large_batches:
             prefetch, ahead = 1, f"; prefetch 1 (batches of {self.batch_bytes / 2**20:.1f} MiB)"
@@ -287,11 +324,21 @@ class WorkerTuner:
         (the sampler measures it on the probe's next batches)."""
         return self.chooses_method and setting.num_workers > 0 and self.gil_held is None
 
-    def _rate(self, workers: int) -> float:
+    def _rate(self, workers: int, threads: bool = False) -> float:
         """Batches/s with ``workers`` processes: the workers' pace, the loop's, and what the
-        cores can run of the loading plus the loop's CPU."""
+        cores can run of the loading plus the loop's CPU; ``threads``: as many threads, which
+        the GIL may hold back (_method_for)."""
         load, step, loop_cpu = self._load_s, self._step_s, self._loop_cpu_s
-        return min(workers / load, 1 / max(step, 1e-9), self.cores / (load + loop_cpu))
+        rate = min(workers / load, 1 / max(step, 1e-9), self.cores / (load + loop_cpu))
+        return min(rate, self._threads_rate(workers)) if threads else rate
+
+    def _threads_rate(self, workers: int) -> float:
+        """Batches/s that ``workers`` threads load, where the GIL is busy GIL_BUSY_MAX of the
+        time at most with the loading's GIL-holding part and the loop's CPU."""
+        load, loop_cpu = self._load_s, self._loop_cpu_s
+        processes = min(workers / load, self.cores / (load + loop_cpu))
+        held = self.gil_held if self.gil_held is not None else 1.0
+        return min(processes, GIL_BUSY_MAX / max(held * load + loop_cpu, 1e-9))
 
     def _method_for(self, workers: int) -> tuple[str, str]:
         """Threads where ``workers`` of them load within GOOD_ENOUGH of processes' pace, else
@@ -305,13 +352,42 @@ class WorkerTuner:
             return PROCESSES, "; processes (the GIL was not measured)"
         load, loop_cpu = self._load_s, self._loop_cpu_s
         processes = min(workers / load, self.cores / (load + loop_cpu))
-        threads = min(processes, GIL_BUSY_MAX / max(held * load + loop_cpu, 1e-9))
+        threads = self._threads_rate(workers)
         share = f"the loading holds the GIL {100 * held:.0f}% of its time"
         if threads >= GOOD_ENOUGH * processes:
             return THREADS, f"; threads ({share})"
         return PROCESSES, f"; processes ({share}: threads would give {threads:.1f} batches/s)"
 
     # -- windows -------------------------------------------------------------------------
+
+    def _revisit(self, window: _Window) -> tuple[Setting, str] | None:
+        """The probe's choice of kind checked against the first window counted after it (a
+        rate short of the prediction beyond the noise, while the loop waits: the other kind
+        is tried), and the other kind's window against the first's. None: nothing to
+        revisit."""
+        if self._trial is not None:
+            first, first_rate, first_noise = self._trial
+            self._trial = None
+            noise = max(window.noise, first_noise)
+            if window.rate > first_rate * (1 + noise):
+                return self.setting, ""  # kept: the rest of the window's rules next time
+            return self._with(self.num_workers, first), (
+                f"{self.method} gave {window.rate:.1f} batches/s, not more than {first}'s "
+                f"{first_rate:.1f} beyond the noise ({100 * noise:.0f}%): {first} again"
+            )
+        predicted, self._predicted = self._predicted, None
+        if predicted is None or not self.chooses_method:
+            return None
+        waited = window.wait_s / window.wall_s if window.wall_s > 0 else 0.0
+        if waited <= WAIT_GROW or window.rate >= predicted * (1 - window.noise):
+            return None
+        other = PROCESSES if self.method == THREADS else THREADS
+        self._trial = (self.method, window.rate, window.noise)
+        return self._with(self.num_workers, other), (
+            f"{self.num_workers} {self.method} workers gave {window.rate:.1f} batches/s "
+            f"against the {predicted:.1f} predicted, short beyond the noise "
+            f"({100 * window.noise:.0f}%): trying {other}"
+        )
 
     def _after_window(self, window: _Window) -> tuple[Setting, str]:
         waited = window.measured(self.num_workers)["wait_fraction"]

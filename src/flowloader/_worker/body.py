@@ -146,7 +146,7 @@ class WorkerBody:
     def _fetch(self, task: messages.Task, seeds: SampleSeeds | None, arena: Any) -> Any:
         """Load and collate the batch, into ``arena`` where one was reserved."""
         allocate = arena.allocate_or_empty if arena is not None else None
-        return self.fetcher.fetch(task.indices, seeds, allocate)
+        return self.fetcher.fetch(task.indices, seeds, allocate, task.batch)
 
     def _reserve(self) -> Any:
         """Where the next batch will be collated (None: ordinary memory)."""

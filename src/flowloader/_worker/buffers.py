@@ -25,6 +25,7 @@ the blocks are used once a batch is at least that large.
 from __future__ import annotations
 
 import collections
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +34,7 @@ import numpy as np
 
 from .._ipc import messages
 from .._ipc.batch_codec import SMALL_LEAF_BYTES
-from .._ipc.segment_pool import Arena, capacity_for
+from .._ipc.segment_pool import Arena, Demand, capacity_for
 from ..randomness import SampleSeeds
 from .allocator import MMAP_THRESHOLD_BYTES
 from .body import WorkerBody, WorkerConfig
@@ -64,30 +65,81 @@ _NO_MEMORY = _Block(0)  # a measuring arena's: every allocation falls back to or
 
 class BlockPool:
     """Free blocks and the largest batch measured, shared by a loader's thread workers over
-    its epochs. A copy or a pickle starts empty (blocks are this process's memory)."""
+    its epochs, and what is lent out (blocks whose batch is in flight or held by the loop).
+    A copy or a pickle starts empty (blocks are this process's memory)."""
 
     def __init__(self) -> None:
         self.free: collections.deque[_Block] = collections.deque()
         self.batch_bytes = 0  # the largest batch measured so far
         self.holding = True  # False: blocks handed back are dropped (release())
+        self.lent = 0  # blocks taken and not handed back
+        self.lent_bytes = 0
+        self.demand = Demand()
+        # Blocks come back from finalizers, in whichever thread drops a batch (re-entrant: a
+        # collection inside take() may hand one back).
+        self._lock = threading.RLock()
 
     def __reduce__(self) -> tuple[type[BlockPool], tuple[()]]:
         return BlockPool, ()
 
+    def take(self, capacity: int) -> _Block:
+        """A free block of at least ``capacity`` bytes, else a new one (smaller free ones,
+        from smaller batches, are dropped)."""
+        with self._lock:
+            block = None
+            while self.free:
+                candidate = self.free.popleft()
+                if candidate.capacity >= capacity:
+                    block = candidate
+                    break
+            if block is None:
+                block = _Block(capacity)
+            self.lent += 1
+            self.lent_bytes += block.capacity
+            self.demand.took(self.lent)
+            return block
+
     def give_back(self, block: _Block) -> None:
-        """A block whose batch is gone: free again, unless the pool was released."""
-        if self.holding:
-            self.free.append(block)
+        """A block whose batch is gone: free again, unless the pool was released or holds
+        as many as the pipeline has needed lately."""
+        with self._lock:
+            self.lent -= 1
+            self.lent_bytes -= block.capacity
+            if self.holding:
+                self.free.append(block)
+            spare = self.demand.spare(self.lent)
+            while len(self.free) > spare:
+                self.free.popleft()
+
+    def shed(self, nbytes: int) -> None:
+        """Drop free blocks, the oldest first, until ``nbytes`` are dropped or none is left
+        (memory_budget, over its budget)."""
+        dropped = 0
+        with self._lock:
+            while self.free and dropped < nbytes:
+                dropped += self.free.popleft().capacity
+
+    def keep_at_most(self, count: int) -> None:
+        """Drop free blocks, the oldest first, beyond ``count`` blocks in all (those lent
+        included): after an epoch, the pipeline needs ``prefetch_factor x workers + 1``."""
+        with self._lock:
+            while self.free and len(self.free) + self.lent > count:
+                self.free.popleft()
 
     def hold(self) -> None:
-        """Keep blocks handed back (thread workers start)."""
-        self.holding = True
+        """Keep blocks handed back (thread workers start), as many as the new workers use:
+        what the last ones used at once (an epoch whose batches the loop kept) is forgotten
+        once they have taken a few (Demand.restart)."""
+        with self._lock:
+            self.holding = True
+            self.demand.restart()
 
     def release(self) -> None:
         """Drop the free blocks and those handed back later (the loader goes on without
         thread workers)."""
-        self.holding = False
-        self.free.clear()
+        with self._lock:
+            self.holding = False
+            self.free.clear()
 
     @property
     def nbytes(self) -> int:
@@ -147,19 +199,10 @@ class BatchBuffers:
         pool.batch_bytes = max(pool.batch_bytes, arena.wanted)
 
     def _block_arena(self) -> Arena:
-        block = self._take(capacity_for(self._pool.batch_bytes))
+        block = self._pool.take(capacity_for(self._pool.batch_bytes))
         lease = _Lease(block)
         weakref.finalize(lease.array, self._pool.give_back, block)
         return Arena(lease, small_bytes=self._small_bytes)
-
-    def _take(self, capacity: int) -> _Block:
-        while True:  # a free block that fits; smaller ones (from smaller batches) are dropped
-            try:
-                block = self._pool.free.popleft()
-            except IndexError:
-                return _Block(capacity)
-            if block.capacity >= capacity:
-                return block
 
 
 class BufferedWorker(WorkerBody):

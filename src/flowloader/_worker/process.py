@@ -99,6 +99,8 @@ def run_worker(config: WorkerConfig, tasks: Any, results: Any) -> None:
                 worker.run_task(message)
             elif isinstance(message, messages.Release):
                 worker.pool.release(message.segment_names)
+            elif isinstance(message, messages.Retire):
+                worker.pool.retire(message.segment_names)
             elif isinstance(message, messages.Resume):
                 worker.restart_stream()
             elif isinstance(message, messages.Stop):

@@ -109,6 +109,7 @@ def run_once(
     samples = batches = nbytes = 0
     first_batch_s = None
     epochs_stats = []
+    marks: list[tuple[float, int]] = []  # (seconds in, samples so far) at each batch
     for _ in range(options.epochs or 1_000_000):
         iterator = iter(loader)
         for batch in iterator:
@@ -118,6 +119,7 @@ def run_once(
             samples += len(batch[1])
             nbytes += _batch_nbytes(batch)
             elapsed = time.perf_counter() - started
+            marks.append((elapsed, samples))
             progress.update(batches, f"{samples / elapsed:,.0f} samples/s")
             if options.seconds is not None and elapsed >= options.seconds:
                 break
@@ -145,6 +147,7 @@ def run_once(
         "mb_per_s": nbytes / elapsed / 1e6,
         "first_batch_s": first_batch_s,
         "cores_used": stats.cores_used if stats is not None else cpu / elapsed,
+        "part_samples_per_s": part_rates(marks),
     }
     if stats is not None:
         per_batch = 1000 / max(stats.batches, 1)
@@ -155,6 +158,39 @@ def run_once(
         if stats.tuning:
             record["tuning"] = stats.tuning
     return record
+
+
+# A run's rate is also measured over this many equal parts of it, after its first batch (the
+# workers' start-up): their spread is the run's noise, which a difference between two runs must
+# exceed to be reported as one.
+PARTS = 3
+
+
+def part_rates(marks: list[tuple[float, int]], parts: int = PARTS) -> list[float]:
+    """Samples/s over ``parts`` equal spans of time from the first batch to the last, from
+    (seconds in, samples so far) at each batch; fewer where the run has too few batches."""
+    if len(marks) < parts + 1:
+        return []
+    (start, before), (end, total) = marks[0], marks[-1]
+    span = (end - start) / parts
+    if span <= 0:
+        return []
+    rates, k, counted = [], 0, before
+    for part in range(1, parts + 1):
+        edge = start + part * span
+        while k < len(marks) - 1 and marks[k + 1][0] <= edge:
+            k += 1
+        now = total if part == parts else marks[k][1]
+        rates.append((now - counted) / span)
+        counted = now
+    return rates
+
+
+def spread(record: dict[str, Any]) -> float:
+    """A run's noise: the spread of its parts' rates over their mean (0: not measured)."""
+    rates = record.get("part_samples_per_s") or []
+    mean = sum(rates) / len(rates) if rates else 0.0
+    return (max(rates) - min(rates)) / mean if mean > 0 else 0.0
 
 
 STAGE_COLUMNS = ("read", "transform", "collate", "transport", "wait")
@@ -193,14 +229,21 @@ def format_table(records: list[dict[str, Any]]) -> list[str]:
 
 def _auto_line(pipeline: str, auto: dict[str, Any], fixed: list[dict[str, Any]]) -> str:
     """What num_workers="auto" chose (its last decision and why) and its rate against the
-    best fixed count measured."""
+    best fixed count measured: a ratio only where the difference exceeds the noise of both
+    runs (the spread of their parts' rates), else "within noise"."""
     decisions = auto.get("tuning") or []
     chose = decisions[-1] if decisions else None
     what = f"chose {chose['num_workers']} workers ({chose['reason']})" if chose else "chose nothing"
     line = f"{pipeline}: auto {what}; {auto['samples_per_s']:,.0f} samples/s"
     if fixed:
         best = max(fixed, key=lambda r: r["samples_per_s"])
-        line += f", {auto['samples_per_s'] / best['samples_per_s']:.2f}x the best fixed count"
+        ratio = auto["samples_per_s"] / best["samples_per_s"]
+        noise = max(spread(auto), spread(best))
+        if abs(ratio - 1) > noise and noise > 0:
+            line += f", {ratio:.2f}x the best fixed count"
+        else:
+            measured = f"runs' parts spread {100 * noise:.0f}%" if noise else "no spread measured"
+            line += f", within noise of the best fixed count ({ratio:.2f}x; {measured})"
     return line
 
 

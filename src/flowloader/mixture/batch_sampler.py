@@ -52,12 +52,15 @@ class MixtureBatchSampler(Sampler[list[int]]):
             raise ValueError(
                 f"batch_size should be a positive integer value, but got batch_size={batch_size!r}"
             )
-        if not isinstance(mixture, Mixture):
-            raise TypeError(f"MixtureBatchSampler takes a flowloader.Mixture, not {mixture!r}")
+        plan = getattr(mixture, "order_plan", None)
+        if not isinstance(plan, MixturePlan):
+            raise TypeError(
+                f"MixtureBatchSampler takes a flowloader.Mixture (a dataset with an "
+                f"order_plan), not {mixture!r}"
+            )
         self.num_replicas, self.rank = _world(num_replicas, rank)
         self.mixture, self.batch_size, self.drop_last = mixture, batch_size, drop_last
         self.epoch = 0
-        plan = mixture._plan
         # The samples each source has in the mixture, and the batches they make.
         self._available = plan.counts(plan.length)
         rounding = math.floor if drop_last else math.ceil
@@ -110,7 +113,7 @@ class MixtureBatchSampler(Sampler[list[int]]):
         first = number * self.batch_size
         last = min(first + self.batch_size, int(self._available[source]))
         draws = np.arange(first, last, dtype=np.int64)
-        return self.mixture._plan.positions_of(source, draws)
+        return self.mixture.order_plan.positions_of(source, draws)
 
     # -- resuming (flowloader.order's contract; the loader's state_dict() holds the rest) ---
 
@@ -134,6 +137,11 @@ class MixtureBatchSampler(Sampler[list[int]]):
         self._saved_replicas = int(state.get("num_replicas", self.num_replicas))
         self.epoch = int(state.get("epoch", self.epoch))
 
+    def order_settings(self) -> dict[str, Any]:
+        """flowloader.order's contract: its batches depend on the batch size and drop_last
+        (order_changes compares them with what was read)."""
+        return {"order": "mixture batches"}
+
     def restart_after(self, batches: int, regroup: bool = False) -> bool:
         """Continue after each rank of the saved world delivered ``batches`` batches since
         ``start``, without computing them: the rest is dealt out over this world."""
@@ -153,7 +161,7 @@ class MixtureBatchSampler(Sampler[list[int]]):
         for source, name in enumerate(self.mixture.names):
             if read["drawn"].get(name):
                 final = np.array([read["drawn"][name] - 1], dtype=np.int64)
-                last = max(last, int(self.mixture._plan.positions_of(source, final)[0]) + 1)
+                last = max(last, int(self.mixture.order_plan.positions_of(source, final)[0]) + 1)
         # an epoch after this one follows all of this one's batches
         return {"prefix": last, **read, "epoch_batches": self._composition(self._batches.length)}
 

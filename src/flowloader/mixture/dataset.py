@@ -20,7 +20,7 @@ import numpy as np
 
 from ..batching import Allocate, declared, fetch_many, load_one_by_one, overrides_getitem
 from ..dataset import Dataset, is_iterable
-from ..order import Read
+from ..order import Read, order_changes, order_state
 from ..randomness import SampleRngs
 from .batches import Part, load_batch, runs
 from .plan import STOPPING, MixturePlan
@@ -99,6 +99,12 @@ class Mixture(Dataset[Any]):
     def source_lengths(self) -> tuple[int, ...]:
         """Each source's number of samples, in the order of ``names``."""
         return self._plan.lengths
+
+    @property
+    def order_plan(self) -> MixturePlan:
+        """The arithmetic of the order (which source and draw each position is): what a
+        batch sampler that follows the mixture's sources (MixtureBatchSampler) builds on."""
+        return self._plan
 
     @property
     def stages(self) -> tuple[Stage, ...]:
@@ -186,8 +192,9 @@ class Mixture(Dataset[Any]):
     # -- resuming (flowloader.order's contract) -------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """What a resumed Mixture must agree with: the sources (names, lengths), the order's
-        settings, the whole schedule and the length (a DataLoader's state_dict() carries it)."""
+        """What a resumed Mixture must agree with: the sources (names, lengths, and the
+        description of each that describes itself), the order's settings, the whole schedule
+        and the length (a DataLoader's state_dict() carries it)."""
         return {
             "format": STATE_FORMAT,
             "sources": [[name, n] for name, n in zip(self.names, self.source_lengths, strict=True)],
@@ -198,11 +205,12 @@ class Mixture(Dataset[Any]):
             "seed": self.seed,
             "shuffle": self.shuffle,
             "length": len(self),
-            # a source that is a Mixture itself: its own order must agree too
-            "nested": {
-                name: source.state_dict()
+            # each source that describes itself (flowloader.order's contract: a table, a
+            # Subset, a Mixture, ...): what was drawn of it must be as it was
+            "described": {
+                name: described
                 for name, source in self.sources.items()
-                if isinstance(source, Mixture)
+                if (described := order_state(source)) is not None
             },
         }
 
@@ -251,10 +259,11 @@ def resume_differences(
     for key in ("seed", "shuffle"):
         if state[key] != getattr(mixture, key):
             differences.append(f"{key} was {state[key]!r}, now {getattr(mixture, key)!r}")
-    for name, inner in state.get("nested", {}).items():
-        source = mixture.sources.get(name)
-        if isinstance(source, Mixture):  # any change in its order is refused
-            found = resume_differences(source, inner, None)
+    for name, source in mixture.sources.items():
+        # A source's draws are scattered over it: any of its positions may have been read.
+        saved_source = state.get("described", {}).get(name)
+        if name in saved_sources and (saved_source is not None or order_state(source)):
+            found = order_changes(source, saved_source, Read(0, None))
             differences += [f"source {name!r}: {difference}" for difference in found]
     if differences:
         return differences

@@ -52,6 +52,10 @@ class ShardSampler(DistributedSampler):
         self._shard_starts = np.concatenate([[0], np.cumsum(sizes)])
         super().__init__(dataset, num_replicas, rank, shuffle, seed, drop_last)
 
+    def order_settings(self) -> dict[str, Any]:
+        """flowloader.order's contract: DistributedSampler's and the window."""
+        return {**super().order_settings(), "order": "shards", "window": self.window}
+
     def _epoch_order(self) -> np.ndarray:
         starts = self._shard_starts
         shards = len(starts) - 1

@@ -6,7 +6,8 @@ opened). Needs pyarrow (``pip install "flowloader[tables]"``);
 A table is random access by row, so everything the loader guarantees holds: the same batches
 for any ``num_workers`` and worker method, exact resume, ``DistributedSampler``. A batch's
 rows are read together (``__getitems__``), row group by row group;
-:class:`flowloader.BlockShuffleSampler` shuffles while keeping row groups together.
+:class:`flowloader.BlockShuffleSampler` shuffles while keeping row groups together;
+:class:`PadCollate` pads ragged list columns (token ids) into arrays, with their lengths.
 """
 
 from __future__ import annotations
@@ -21,5 +22,6 @@ except ImportError as error:  # pragma: no cover - the message is the point
 from .arrow import ArrowDataset
 from .lance import LanceDataset
 from .parquet import ParquetDataset
+from .ragged import PadCollate
 
-__all__ = ["ArrowDataset", "LanceDataset", "ParquetDataset"]
+__all__ = ["ArrowDataset", "LanceDataset", "PadCollate", "ParquetDataset"]

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..order import file_digest
 from .blocks import DEFAULT_CACHE_BYTES, BlockTable, item_column, selected_columns
 
 _SUFFIXES = (".arrow", ".feather", ".ipc")
@@ -34,6 +35,7 @@ class ArrowDataset(BlockTable):
 
     _writable_blocks = False  # views of the map: read-only, shared by every worker
     _join_when_whole = False  # joining would copy the shared map into every worker
+    _unit = "record batches"
 
     def __init__(
         self,
@@ -64,6 +66,7 @@ class ArrowDataset(BlockTable):
         self.schema = pa.schema([schema.field(name) for name in self.columns])
         self._block_starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
         self._batches: list[pa.RecordBatch] | None = None
+        self._signatures: list[str] | None = None
         self._setup_cache()
 
     @property
@@ -75,6 +78,14 @@ class ArrowDataset(BlockTable):
 
     def file_rows(self) -> list[int]:
         return list(self._file_rows)
+
+    def file_signatures(self) -> list[str]:
+        """A digest of each file's size and its first and last 64 KiB (the schema, the
+        first batches, the footer), made once: cheap, and a file rewritten with other rows
+        mostly changes them (one that keeps its size and both ends is not noticed)."""
+        if self._signatures is None:
+            self._signatures = [file_digest(path) for path in self.paths]
+        return self._signatures
 
     def _read_block(self, block: int) -> pa.Table:
         if self._batches is None:

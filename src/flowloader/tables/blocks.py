@@ -2,15 +2,12 @@
 batches), each converted once to NumPy columns and kept in a cache bounded in bytes, a
 batch's rows gathered from the blocks it touches and returned in the order asked.
 
-Each process (worker) has its own cache: a dataset travels to workers without it. Threads
-share one, behind a lock.
+Each process (worker) has its own cache (:mod:`.cache`): a dataset travels to worker
+processes without it; thread workers' copies share their table's, behind one lock.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,26 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
-from .._warn import warn_at_user
 from ..dataset import Dataset
 from ..order import Read, files_changed
-from . import values
+from . import reads, values
+from .cache import BlockCache
 
 DEFAULT_CACHE_BYTES = 256 << 20
 # A block that could not be read fails again at once for this long before it is read again.
 FAILED_BLOCK_WAIT_S = 30.0
-_NOT_PICKLED = (
-    "_lock",
-    "_cache",
-    "_charges",
-    "_cached_bytes",
-    "decoded_blocks",
-    "_evictions",
-    "_rows_asked",
-    "_warned",
-    "_whole",
-    "_failed",
-)
 
 
 def selected_columns(
@@ -73,6 +58,8 @@ class BlockTable(Dataset[Any]):
     item_column: str | None  # rows are this column's values, not dicts
     schema: pa.Schema  # the selected columns
     _lengths: np.ndarray | None = None  # a list column's row lengths, once counted
+    _row_bytes: float | None = None  # what the cache counts a row as, once measured
+    _unit = "blocks"  # what the format calls its blocks, for messages
     _writable_blocks = True  # False where blocks view a shared map (ArrowDataset)
     # Join the blocks into one array per column once all are cached; not where they view a
     # map the workers share (joining would copy it into each).
@@ -88,6 +75,11 @@ class BlockTable(Dataset[Any]):
     def file_rows(self) -> list[int]:
         """Rows per file, in order."""
         raise NotImplementedError
+
+    def file_signatures(self) -> list[str] | None:
+        """A short digest per file of what it holds, where the format gives one cheaply
+        (None: files are compared by name and rows only)."""
+        return None
 
     def __len__(self) -> int:
         return int(self._block_starts[-1])
@@ -115,7 +107,7 @@ class BlockTable(Dataset[Any]):
                 for b in range(len(self._block_starts) - 1)
             ]
             self._lengths = np.concatenate(
-                [np.asarray(c.to_numpy(), dtype=np.int64) for c in counts]
+                [values.numbers(c.combine_chunks()).astype(np.int64) for c in counts]
             )
         return self._lengths
 
@@ -123,101 +115,102 @@ class BlockTable(Dataset[Any]):
         return self.__getitems__([index])[0]
 
     def __getitems__(self, indices: Sequence[int]) -> Sequence[Any]:
-        """The rows at ``indices``, in that order; each block they touch read once."""
+        """The rows at ``indices``, in that order; each block they touch read once. A run of
+        rows (in sequence, or a BlockShuffleSampler's unshuffled stretch) is a slice of its
+        block (views, no copy), or slices of its blocks joined."""
         positions = values.positions(indices, len(self))
         if not positions.size:
             return []
-        self._rows_asked += positions.size  # unlocked: a count for a warning, not exact
-        whole = self._whole
+        run = values.run_of(positions)
+        whole = self._cache.whole
         if whole is not None:  # the table fits the cache: one gather per column
-            part = values.rows_of(positions)
+            part = slice(*run) if run is not None else positions
             gathered = {name: column[part] for name, column in whole.items()}
-            return values.items(gathered, self.item_column)
-        blocks = np.searchsorted(self._block_starts, positions, side="right") - 1
-        touched, which = np.unique(blocks, return_inverse=True)
-        columns = [self._columns(block) for block in touched.tolist()]
-        local = positions - self._block_starts[blocks]
-        gathered = values.gather(columns, which.reshape(-1), local)
+        elif run is not None:
+            gathered = self._rows_in(*run)
+        else:
+            blocks = np.searchsorted(self._block_starts, positions, side="right") - 1
+            order, bounds = values.grouped(blocks)
+            columns = [self._columns(block) for block in blocks[order[bounds[:-1]]].tolist()]
+            local = positions - self._block_starts[blocks]
+            gathered = values.gather(columns, order, bounds, local)
         return values.items(gathered, self.item_column)
+
+    def _rows_in(self, start: int, stop: int) -> values.Columns:
+        """Rows ``start`` to ``stop - 1``: slices of the blocks holding them, joined where
+        there are several."""
+        starts = self._block_starts
+        first = int(np.searchsorted(starts, start, side="right")) - 1
+        last = int(np.searchsorted(starts, stop - 1, side="right")) - 1
+        parts = []
+        for block in range(first, last + 1):
+            begin = int(starts[block])
+            part = slice(max(start, begin) - begin, min(stop, int(starts[block + 1])) - begin)
+            parts.append({n: column[part] for n, column in self._columns(block).items()})
+        if len(parts) == 1:
+            return parts[0]
+        return {name: values.joined([p[name] for p in parts]) for name in parts[0]}
 
     # -- the cache ------------------------------------------------------------------------
 
     def _setup_cache(self) -> None:
-        self._lock = threading.Lock()
-        self._cache: OrderedDict[int, values.Columns] = OrderedDict()
-        self._charges: dict[int, int] = {}  # block -> the bytes it is counted for
-        self._cached_bytes = 0
-        self.decoded_blocks = 0  # blocks read and converted by this process (cache misses)
-        self._evictions = 0
-        self._rows_asked = 0  # rows asked of this process (what reading them should cost)
-        self._warned = False
-        self._whole: values.Columns | None = None
-        self._failed: dict[int, tuple[OSError, float]] = {}  # unreadable blocks: error, when
+        self._cache = BlockCache(self.cache_bytes, self._block_starts, self._join_when_whole)
+
+    @property
+    def decoded_blocks(self) -> int:
+        """Blocks read and converted in this process (cache misses), by every thread."""
+        return self._cache.decoded
+
+    @property
+    def cached_bytes(self) -> int:
+        """What the decoded blocks in this process's cache are counted for (at most about
+        ``cache_bytes``; one cache per process, shared by thread workers)."""
+        return self._cache.bytes
+
+    def cache_warning(self, sampler: Any, batch_size: int | None = None) -> str | None:
+        """What the order of ``sampler`` (the loader's sampler or batch sampler, batches of
+        ``batch_size``) will cost this table's cache, as a warning to give once, in the main
+        process: the expected block reads per epoch and the fix (BlockShuffleSampler, or a
+        larger ``cache_bytes``), where the order jumps between more blocks than the cache
+        holds; else None. Reads the first block into the cache to size the blocks, where the
+        order is a shuffle (:mod:`.reads`): thread workers, which share the cache, do not
+        read it again."""
+        blocks = len(self._block_starts) - 1
+        if blocks < 2:
+            return None
+        order = reads.order_of(sampler, blocks, len(self) / blocks, batch_size)
+        if order is None:
+            return None
+        if self._row_bytes is None:
+            self._columns(0)
+            charge = self._cache.charge_of(0)
+            if charge is None:  # every block is cached, joined: the cache holds the table
+                return None
+            self._row_bytes = charge / max(int(self._block_starts[1]), 1)
+        block_bytes = self._row_bytes * len(self) / blocks
+        what = type(self).__name__
+        return reads.message(what, self._unit, order, blocks, block_bytes, self.cache_bytes)
 
     def _columns(self, block: int) -> values.Columns:
         """Block ``block``'s selected columns as NumPy, from the cache or read."""
-        with self._lock:
-            if self._whole is not None:
-                return values.block_of(self._whole, self._block_starts, block)
-            found = self._cache.get(block)
-            if found is not None:
-                self._cache.move_to_end(block)
-                return found
-            failed = self._failed.get(block)
-        if failed is not None and time.monotonic() - failed[1] < FAILED_BLOCK_WAIT_S:
-            raise _again(failed[0])
-        try:
-            table = self._read_block(block)
-        except OSError as error:
-            # Unreadable after its tries: ``skip_errors`` then asks for the block again for
-            # each of a batch's rows in it; for a while they fail at once, not after a read
-            # (and a remote file's retries) each. Later it is read again (an outage passes).
-            with self._lock:
-                self._failed[block] = (error, time.monotonic())
-            raise
+        return self._cache.get(block, self._decode, FAILED_BLOCK_WAIT_S)
+
+    def _decode(self, block: int) -> tuple[values.Columns, int]:
+        table = self._read_block(block)
         columns = values.numpy_columns(table, writable=self._writable_blocks)
         # What the block holds, counted high: Arrow's buffers (the strings' bytes among
         # them) and the NumPy arrays (the object arrays' pointers; views counted twice).
-        charge = table.nbytes + values.nbytes(columns)
-        with self._lock:
-            self._cache[block] = columns
-            self._charges[block] = charge
-            self._cached_bytes += charge
-            self.decoded_blocks += 1
-            while self._cached_bytes > self.cache_bytes and len(self._cache) > 1:
-                dropped, _ = self._cache.popitem(last=False)
-                self._cached_bytes -= self._charges.pop(dropped)
-                self._evictions += 1
-            # Thrashing: more block reads than twice what the rows asked need, block by block
-            # (a locality-keeping order over a table bigger than the cache reads each block
-            # about once per pass, whatever the number of passes).
-            blocks = len(self._block_starts) - 1
-            needed = self._rows_asked * blocks / max(len(self), 1)
-            thrashing = (
-                self._evictions > 2 * blocks + 8
-                and self.decoded_blocks > 2 * needed + len(self._cache) + 8
-            )
-            warn, self._warned = thrashing and not self._warned, self._warned or thrashing
-            everything = len(self._cache) == blocks
-            if everything and self._join_when_whole and self._whole is None:
-                # A shuffled batch touches ~every block: gathering from each costs more
-                # than the rows. The joined arrays replace the blocks (about the same bytes).
-                ordered = [self._cache[b] for b in range(len(self._cache))]
-                self._whole = {name: values.joined([c[name] for c in ordered]) for name in columns}
-                self._cache.clear()
-        if warn:
-            warn_at_user(
-                f"{type(self).__name__}: {self.decoded_blocks} block reads for a table of "
-                f"{len(self._block_starts) - 1} blocks in this process: the order jumps "
-                f"between blocks that the cache ({self.cache_bytes >> 20} MiB) cannot keep, "
-                "so each is read again for a few rows. flowloader.BlockShuffleSampler reads "
-                "each about once per epoch; or raise cache_bytes.",
-                RuntimeWarning,
-            )
-        return columns
+        return columns, table.nbytes + values.nbytes(columns)
+
+    def __copy__(self) -> BlockTable:
+        """A shallow copy sharing this table's cache (a thread worker's copy: one cache per
+        process, as one lock guards it); a pickled table starts with an empty cache."""
+        copied = type(self).__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        return copied
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in _NOT_PICKLED}
+        return {k: v for k, v in self.__dict__.items() if k != "_cache"}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -226,12 +219,17 @@ class BlockTable(Dataset[Any]):
     # -- the resume contract (docs/design/resume.md) --------------------------------------
 
     def order_state(self) -> dict[str, Any]:
-        """The files and their row counts, so that a resume notices a changed table."""
-        return {
+        """The files, their row counts and digests, so that a resume notices a changed
+        table (a file rewritten with as many rows included)."""
+        state: dict[str, Any] = {
             "format": f"flowloader.tables.{type(self).__name__}",
             "files": self.file_names(),
             "rows": self.file_rows(),
         }
+        signatures = self.file_signatures()
+        if signatures is not None:
+            state["signatures"] = signatures
+        return state
 
     def order_changes(self, saved: dict[str, Any], read: Read) -> list[str]:
         """The files holding rows below the prefix read (every file, without a prefix) must
@@ -246,16 +244,9 @@ class BlockTable(Dataset[Any]):
             items=lambda rows: rows,
             what="table file",
             unit="rows",
+            signatures=(saved.get("signatures"), now.get("signatures")),
         )
 
 
 def _is_list(kind: pa.DataType) -> bool:
     return bool(pt.is_list(kind) or pt.is_large_list(kind) or pt.is_fixed_size_list(kind))
-
-
-def _again(error: OSError) -> OSError:
-    """A fresh copy of a block's read error, to raise again (one exception object raised
-    in several places, or threads, would pile up tracebacks)."""
-    again = OSError(*error.args)
-    again.__cause__ = error.__cause__
-    return again

@@ -45,6 +45,8 @@ class ParquetDataset(BlockTable):
     with the dataset), at most ``local_cache_bytes`` of it.
     """
 
+    _unit = "row groups"
+
     def __init__(
         self,
         source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
@@ -77,6 +79,7 @@ class ParquetDataset(BlockTable):
         counts = np.array([n for _, _, n in sizes], dtype=np.int64)
         self._block_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self._fetched = None
+        self._signatures: list[str] | None = None
         if self.files.filesystem is not None:
             folder = None if local_cache_dir is None else os.fspath(local_cache_dir)
             self._fetched = FetchedBlocks(folder, local_cache_bytes, self)
@@ -88,6 +91,16 @@ class ParquetDataset(BlockTable):
 
     def file_rows(self) -> list[int]:
         return [footer.num_rows for footer in self._footers]
+
+    def file_signatures(self) -> list[str]:
+        """A digest of each file's footer: its row groups' sizes, offsets and statistics (a
+        file rewritten with other rows changes them), made once."""
+        if self._signatures is None:
+            self._signatures = [
+                hashlib.sha1(repr(footer.to_dict()).encode()).hexdigest()[:16]
+                for footer in self._footers
+            ]
+        return self._signatures
 
     def _read_block(self, group: int) -> pa.Table:
         f, g = int(self._group_file[group]), int(self._group_in_file[group])

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.types as pt
 
 from ..batching import CollatedRecords
+from .ragged import RaggedRecords
 
 Columns = dict[str, np.ndarray]
 
@@ -53,17 +54,25 @@ def items(columns: Columns, item_column: str | None) -> Sequence[Any]:
 
 def batch(columns: Columns) -> Sequence[dict[str, Any]]:
     """A batch's rows from its gathered ``columns``: already collated (one array or list per
-    column, as ``default_collate`` would stack the rows) when every column collates as it is;
-    else the rows as dicts, for ``default_collate`` to stack or to explain."""
+    column, as ``default_collate`` would stack the rows) when every column collates as it is,
+    list columns (one array per row) kept for ``default_collate`` to stack or to name
+    (:class:`.ragged.RaggedRecords`); else the rows as dicts, for ``default_collate`` to
+    stack or to explain."""
     ready: dict[str, Any] = {}
+    lists: list[str] = []
     for name, column in columns.items():
         if column.dtype.kind in "biuf":
             ready[name] = column
-        elif column.dtype == object and _one_type(listed := column.tolist()) in (str, bytes):
+            continue
+        kind = _one_type(listed := column.tolist()) if column.dtype == object else None
+        if kind in (str, bytes):
             ready[name] = listed
-        else:  # nulls, ragged lists, other types: default_collate's own rules and errors
+        elif kind is np.ndarray:
+            ready[name] = column
+            lists.append(name)
+        else:  # nulls, other types: default_collate's own rules and errors
             return rows(columns)
-    return CollatedRecords(ready)
+    return RaggedRecords(ready, lists) if lists else CollatedRecords(ready)
 
 
 def _one_type(values: list[Any]) -> type | None:
@@ -79,28 +88,56 @@ def rows(columns: Columns) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in zip(*values, strict=True)]
 
 
-def gather(blocks: Sequence[Columns], which: np.ndarray, local: np.ndarray) -> Columns:
-    """The rows ``local[k]`` of ``blocks[which[k]]``, in the order of k."""
+def grouped(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, bounds): ``order`` sorts ``keys`` (stably), and ``order[bounds[g]:bounds[g +
+    1]]`` are the places of the g-th smallest key."""
+    order = np.argsort(keys, kind="stable")
+    ranked = keys[order]
+    cuts = np.flatnonzero(ranked[1:] != ranked[:-1]) + 1
+    return order, np.concatenate([[0], cuts, [keys.size]])
+
+
+def gather(
+    blocks: Sequence[Columns], order: np.ndarray, bounds: np.ndarray, local: np.ndarray
+) -> Columns:
+    """The batch whose row k is row ``local[k]`` of its block, where ``blocks[g]`` holds the
+    rows at places ``order[bounds[g]:bounds[g + 1]]`` (:func:`grouped`): each block's rows
+    written straight to their places (one copy per column)."""
     if len(blocks) == 1:
         part = rows_of(local)
         return {name: column[part] for name, column in blocks[0].items()}
-    order = np.argsort(which, kind="stable")
-    bounds = np.searchsorted(which[order], np.arange(len(blocks) + 1))
-    back = np.empty_like(order)
-    back[order] = np.arange(order.size)
-    picks = [local[order[bounds[b] : bounds[b + 1]]] for b in range(len(blocks))]
+    places = [order[bounds[g] : bounds[g + 1]] for g in range(len(blocks))]
+    picks = [local[at] for at in places]
     out = {}
     for name in blocks[0]:
-        parts = [block[name][pick] for block, pick in zip(blocks, picks, strict=True)]
-        out[name] = _concatenate(parts)[back]
+        parts = [block[name] for block in blocks]
+        first = parts[0]
+        if all(p.dtype == first.dtype and p.shape[1:] == first.shape[1:] for p in parts):
+            column = np.empty((local.size, *first.shape[1:]), first.dtype)
+            for part, at, pick in zip(parts, places, picks, strict=True):
+                column[at] = part[pick]
+        else:  # blocks converted differently (nulls in some): one object per row
+            column = np.empty(local.size, dtype=object)
+            for part, at, pick in zip(parts, places, picks, strict=True):
+                for k, value in zip(at.tolist(), list(part[pick]), strict=True):
+                    column[k] = value
+        out[name] = column
     return out
 
 
 def rows_of(local: np.ndarray) -> Any:
     """What picks rows ``local`` out of a column: a slice (views, no copy) for a run."""
-    if local.size and local[-1] - local[0] == local.size - 1 and np.all(np.diff(local) == 1):
-        return slice(int(local[0]), int(local[-1]) + 1)
-    return local
+    run = run_of(local)
+    return local if run is None else slice(*run)
+
+
+def run_of(rows: np.ndarray) -> tuple[int, int] | None:
+    """(first, last + 1) where ``rows`` are consecutive and ascending; else None."""
+    if not rows.size or rows[-1] - rows[0] != rows.size - 1:
+        return None
+    if rows.size > 2 and not np.all(np.diff(rows) == 1):
+        return None
+    return int(rows[0]), int(rows[-1]) + 1
 
 
 def joined(parts: list[np.ndarray]) -> np.ndarray:
@@ -136,19 +173,62 @@ def _column(column: pa.ChunkedArray) -> np.ndarray:
     kind = array.type
     if _numeric(kind):
         if array.null_count == 0:
-            return array.to_numpy(zero_copy_only=False)
+            return numbers(array)
         return _objects(_with_nulls(list(_filled(array)), array))
     if pt.is_fixed_size_list(kind) and _numeric(kind.value_type):
         size = kind.list_size
         values = array.values.slice(array.offset * size, len(array) * size)
-        flat = values.to_numpy(zero_copy_only=False).reshape(len(array), size)
+        flat = numbers(values).reshape(len(array), size)
         return flat if array.null_count == 0 else _objects(_with_nulls(list(flat), array))
     if (pt.is_list(kind) or pt.is_large_list(kind)) and _numeric(kind.value_type):
-        offsets = array.offsets.to_numpy(zero_copy_only=False)
-        flat = array.flatten().to_numpy(zero_copy_only=False)
-        pieces = np.split(flat, (offsets - offsets[0])[1:-1])
-        return _objects(_with_nulls(pieces, array))
+        pieces = _lists(array)
+        if pieces is not None:
+            return _objects(_with_nulls(pieces, array))
     return _objects(array.to_pylist())
+
+
+def _lists(array: pa.Array) -> list[np.ndarray] | None:
+    """Each slot's values of a list array of numbers, as views of one NumPy array: the
+    values behind the array (``array.values``, which ignores a slice's offset) cut at its
+    offsets (a slice's own, counted from those values). Not ``flatten()``: it drops the
+    values under null slots, which Arrow lets span values, and the rows after one would get
+    other rows' values. None where a list holds a null value (Arrow's Python lists then)."""
+    if not len(array):
+        return []
+    offsets = numbers(array.offsets).astype(np.int64, copy=False)
+    first, last = int(offsets[0]), int(offsets[-1])
+    spanned = array.values.slice(first, last - first)
+    if spanned.null_count:
+        return None
+    flat = numbers(spanned)
+    return np.split(flat, offsets[1:-1] - first)
+
+
+def numbers(array: pa.Array) -> np.ndarray:
+    """An array of numbers without nulls as NumPy: integers and floats a view of Arrow's
+    buffer (read-only), the others through ``to_numpy``. Not ``to_numpy`` for all: in
+    pyarrow 26 it imports pandas, which costs every worker process that has not (0.3-0.8
+    s at its first batch, more than an epoch of a small table)."""
+    kind = array.type
+    if pt.is_integer(kind) or pt.is_floating(kind):
+        dtype = np.dtype(kind.to_pandas_dtype())
+        data = array.buffers()[1]
+        if data is None:  # no values at all
+            return np.empty(0, dtype)
+        view = np.frombuffer(data, dtype, count=len(array), offset=array.offset * dtype.itemsize)
+        view.flags.writeable = False
+        return view
+    if pt.is_boolean(kind):
+        return _bits(array.buffers()[1], array.offset, len(array))
+    return array.to_numpy(zero_copy_only=False)
+
+
+def _bits(buffer: pa.Buffer | None, offset: int, length: int) -> np.ndarray:
+    """Arrow's bit-packed booleans (values or validity) as a NumPy bool array."""
+    if buffer is None:
+        return np.zeros(length, dtype=bool)
+    bits = np.unpackbits(np.frombuffer(buffer, np.uint8), bitorder="little")
+    return bits[offset : offset + length].astype(bool)
 
 
 def _numeric(kind: pa.DataType) -> bool:
@@ -165,13 +245,15 @@ def _filled(array: pa.Array) -> np.ndarray:
         zero = pa.scalar(0, pa.int64()).cast(array.type)
     else:
         zero = pa.scalar(0, array.type)
-    return array.fill_null(zero).to_numpy(zero_copy_only=False)
+    return numbers(array.fill_null(zero))
 
 
 def _with_nulls(values: list[Any], array: pa.Array) -> list[Any]:
     if array.null_count == 0:
         return values
-    valid = np.asarray(pc.is_valid(array).to_numpy(zero_copy_only=False), dtype=bool)
+    valid = _bits(array.buffers()[0], array.offset, len(array))
+    if array.buffers()[0] is None:  # nulls without a validity bitmap (a null-typed array)
+        valid = np.asarray(numbers(pc.is_valid(array)), dtype=bool)
     return [value if ok else None for value, ok in zip(values, valid, strict=True)]
 
 

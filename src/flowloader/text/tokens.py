@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import order
 from ..dataset import Dataset
 from . import index as _index
 
@@ -80,6 +81,7 @@ class TokenDataset(Dataset[np.ndarray]):
             raise ValueError(f"no document in {', '.join(files)}")
         self.lengths = np.concatenate([np.diff(f.offsets) for f in self.files]).astype(np.int64)
         self.vocab_size = vocab_size
+        self._signatures: list[str] | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -111,6 +113,36 @@ class TokenDataset(Dataset[np.ndarray]):
             self._document(self.files[f], d)
             for f, d in zip(files.tolist(), docs.tolist(), strict=True)
         ]
+
+    # -- the resume contract (docs/design/resume.md) --------------------------------------
+
+    def order_state(self) -> dict[str, Any]:
+        """The files, their documents and a digest of each (its size and ends), so that a
+        resume notices token files added, removed or rewritten under what was read."""
+        if self._signatures is None:
+            self._signatures = [order.file_digest(f.path) for f in self.files]
+        return {
+            "format": "flowloader.text.TokenDataset",
+            "files": [os.path.basename(f.path) for f in self.files],
+            "documents": np.diff(self._first_doc).tolist(),
+            "signatures": self._signatures,
+        }
+
+    def order_changes(self, saved: dict[str, Any], read: order.Read) -> list[str]:
+        """The files holding documents below the prefix read (every file, without one) must
+        be as they were; later files may be added or change."""
+        if not isinstance(saved, dict) or saved.get("format") != "flowloader.text.TokenDataset":
+            return ["the state does not describe a TokenDataset"]
+        now = self.order_state()
+        return order.files_changed(
+            (saved["files"], saved["documents"]),
+            (now["files"], now["documents"]),
+            read,
+            items=lambda documents: documents,
+            what="token file",
+            unit="documents",
+            signatures=(saved.get("signatures"), now["signatures"]),
+        )
 
     def _document(self, token_file: TokenFile, doc: int) -> np.ndarray:
         start, end = int(token_file.offsets[doc]), int(token_file.offsets[doc + 1])

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .decode import ClipDecodeError
-from .index import cached_numbers, first_stream, open_container
+from .index import Packets, cached_numbers, first_stream, open_container
 from .resample import resample, source_span
 
 AUDIO_SUFFIX = ".flowloader-audio-index"
@@ -51,7 +51,8 @@ class AudioIndex:
 def scan_audio(path: str) -> AudioIndex:
     """Read ``path``'s audio packets (decoding only the first frame, for where the samples
     start: codecs drop priming samples) for its rate, channels and length. ValueError naming
-    the file when it has no audio stream, holds no sample, or is cut short."""
+    the file when it has no audio stream, holds no sample, or is cut short (a packet that
+    cannot be read, or less than its container promises)."""
     import av
 
     with open_container(path) as container:
@@ -59,8 +60,11 @@ def scan_audio(path: str) -> AudioIndex:
         first: Any = None
         end = 0
         steps: list[int] = []
+        read = Packets()
         try:
             for packet in container.demux(stream):
+                if packet.size or packet.pts is not None:  # not the demuxer's closing one
+                    read.add(packet, stream.time_base)
                 if packet.pts is None or not packet.size:
                     continue
                 step = int(packet.duration or 0) or (steps[-1] if steps else 0)
@@ -72,6 +76,7 @@ def scan_audio(path: str) -> AudioIndex:
             raise ValueError(f"{path}: truncated or corrupt audio ({error})") from error
         if first is None:
             raise ValueError(f"{path}: its audio stream holds no sample")
+        read.check_whole(path, container, stream, "frames")
         start = Fraction(first.pts or 0) * first.time_base
         rate, channels = int(first.sample_rate), len(first.layout.channels)
         stop = Fraction(end) * stream.time_base
@@ -119,19 +124,28 @@ def audio_window(
 
 def decode_samples(path: str, index: AudioIndex, first: int, count: int) -> np.ndarray:
     """Source samples ``first .. first + count - 1`` (``channels x count`` float32), zeros
-    outside the stream."""
+    outside the stream. A damaged file is a ClipDecodeError naming it and the time."""
+    import av
+
     out = np.zeros((index.channels, count), dtype=np.float32)
     begin, stop = max(first, 0), min(first + count, index.samples)
     if begin >= stop:
         return out
-    with open_container(path) as container:
-        stream = first_stream(container, path, "audio")
-        for at, samples in _placed_frames(container, stream, index, begin, path):
-            if at >= stop:
-                break
-            lo, hi = max(at, begin), min(at + samples.shape[1], stop)
-            if lo < hi:
-                out[:, lo - first : hi - first] = samples[:, lo - at : hi - at]
+    try:
+        with open_container(path) as container:
+            stream = first_stream(container, path, "audio")
+            for at, samples in _placed_frames(container, stream, index, begin, path):
+                if at >= stop:
+                    break
+                lo, hi = max(at, begin), min(at + samples.shape[1], stop)
+                if lo < hi:
+                    out[:, lo - first : hi - first] = samples[:, lo - at : hi - at]
+    except av.error.FFmpegError as error:
+        start, end = (float(index.start + Fraction(n, index.rate)) for n in (begin, stop))
+        raise ClipDecodeError(
+            f"{path}: the audio from {start:.3f} s to {end:.3f} s could not be decoded: the "
+            f"file is truncated or damaged ({type(error).__name__}: {error})"
+        ) from error
     return out
 
 
@@ -150,7 +164,7 @@ def _placed_frames(
         seconds = index.start + Fraction(target, index.rate)
         container.seek(int(seconds / stream.time_base), backward=True, stream=stream)
         sought = True
-        frames = _frames(container, stream, path)
+        frames = _frames(container, stream)
         head = next(frames, None)
         if head is None or head.pts is None:
             break
@@ -161,7 +175,7 @@ def _placed_frames(
         back *= 4
     if sought:
         container.seek(0, stream=stream)
-    frames = _frames(container, stream, path)
+    frames = _frames(container, stream)
     head = next(frames, None)
     if head is not None:
         yield from _contiguous(0, head, frames, index, path)
@@ -176,14 +190,9 @@ def _contiguous(
         at += samples.shape[1]
 
 
-def _frames(container: Any, stream: Any, path: str) -> Iterator[Any]:
-    import av
-
-    try:
-        for packet in container.demux(stream):
-            yield from packet.decode()
-    except av.error.FFmpegError as error:
-        raise ClipDecodeError(f"{path}: audio truncated or corrupt ({error})") from error
+def _frames(container: Any, stream: Any) -> Iterator[Any]:
+    for packet in container.demux(stream):
+        yield from packet.decode()
 
 
 def _chain(head: Any, rest: Iterator[Any]) -> Iterator[Any]:

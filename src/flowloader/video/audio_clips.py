@@ -14,19 +14,35 @@ from collections.abc import Sequence
 from typing import Any
 
 from .audio import AudioIndex, audio_window, load_or_scan_audio
-from .spans import FileSpans, as_paths
+from .clips import INDEX_SUFFIXES
+from .decode import ClipDecodeError
+from .files import local_files
+from .spans import FileSpans
+
+# A folder's audio files: its files with these suffixes (any case); a glob takes any file (a
+# glob or a list of videos gives their audio tracks).
+AUDIO_SUFFIXES = (
+    ".wav", ".flac", ".mp3", ".m4a", ".aac", ".ogg", ".oga", ".opus", ".wma", ".aif", ".aiff",
+    ".caf", ".mka",
+)  # fmt: skip
 
 
 class AudioClips(FileSpans):
     """Window ``i`` of the audio at ``paths``: ``clip_seconds`` long at ``sample_rate``,
     windows ``clip_stride`` seconds apart in each file (default: their length, no overlap).
 
+    ``paths`` is a file, a folder (its audio files by suffix, ``AUDIO_SUFFIXES``,
+    recursively, in sorted order), a glob (its files, sorted), or a list of these; any file
+    FFmpeg reads with an audio stream works, videos included. ``path(i)`` is window i's file.
+
     ``ds[i]`` is a dict: ``audio`` (float32; ``samples`` long when ``mono``, the channels'
     mean, else ``channels x samples``), ``start`` (the window's time in seconds from the
-    file's first sample) and ``file`` (the file's number). Any file FFmpeg reads with an
-    audio stream works, videos included; each is indexed once and the index cached beside it
-    (or in ``cache_dir``). A file too short for one window, or without audio, is a
-    ValueError naming it.
+    file's first sample) and ``file`` (the file's number). Each file is indexed once (every
+    packet read) and the index cached in ``cache_dir``, by default the user's cache directory
+    (as ``VideoClips``'s: never beside the files). A file too short for one window, without
+    audio, or cut short (less audio than its container promises) is a ValueError naming it;
+    a window whose decoding fails (a damaged file) is a ``ClipDecodeError`` naming the file,
+    the window and its time.
     """
 
     FORMAT, UNIT, WHAT = "flowloader.video.AudioClips", "samples", "audio file"
@@ -40,18 +56,19 @@ class AudioClips(FileSpans):
         sample_rate: int,
         mono: bool = True,
         clip_stride: float | None = None,
-        cache_dir: str | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate < 1:
             raise ValueError(f"sample_rate should be a positive integer, got {sample_rate!r}")
         self.clip_samples = _samples("clip_seconds", clip_seconds, sample_rate)
         stride = clip_seconds if clip_stride is None else clip_stride
         self.stride_samples = _samples("clip_stride", stride, sample_rate)
-        self.paths = as_paths(paths, "AudioClips")
-        self.sample_rate, self.mono, self.cache_dir = sample_rate, bool(mono), cache_dir
+        self.paths = local_files(paths, AUDIO_SUFFIXES, "audio", ignore=INDEX_SUFFIXES)
+        self.sample_rate, self.mono = sample_rate, bool(mono)
+        self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
         lengths = []
         for path in self.paths:
-            samples = load_or_scan_audio(path, cache_dir).out_samples(sample_rate)
+            samples = load_or_scan_audio(path, self.cache_dir).out_samples(sample_rate)
             if samples < self.clip_samples:
                 raise ValueError(
                     f"{path}: {samples / sample_rate:.3f} s of audio, too short for one "
@@ -63,14 +80,17 @@ class AudioClips(FileSpans):
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         file, first = self.locate(index)
-        audio = audio_window(
-            self.paths[file],
-            self._index(file),
-            self.sample_rate,
-            self.mono,
-            first,
-            self.clip_samples,
-        )
+        try:
+            audio = audio_window(
+                self.paths[file],
+                self._index(file),
+                self.sample_rate,
+                self.mono,
+                first,
+                self.clip_samples,
+            )
+        except ClipDecodeError as error:
+            raise ClipDecodeError(f"{error}, in window {index % len(self)}") from error
         return {"audio": audio, "start": first / self.sample_rate, "file": file}
 
     def _index(self, file: int) -> AudioIndex:

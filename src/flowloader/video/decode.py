@@ -32,7 +32,13 @@ _SEEK_RETRIES = 3
 
 
 class ClipDecodeError(ValueError):
-    """A clip could not be decoded as its video's index describes it."""
+    """A clip could not be decoded as its video's index describes it, or FFmpeg failed to
+    decode it (a damaged file): the message names the file, the frame (and its time) and,
+    from ``VideoClips``, the clip; ``frames`` holds the frames' positions in the video."""
+
+    def __init__(self, message: str, frames: Sequence[int] = ()) -> None:
+        super().__init__(message)
+        self.frames = tuple(frames)
 
 
 # put(position, frame): a decoded frame (H x W x 3 uint8 RGB), valid during the call only.
@@ -51,11 +57,12 @@ def decode_frames(
     hand each to ``put`` as ``H x W x 3`` uint8 RGB (at ``size`` = (height, width) when
     given), in ascending order: a view of the converted frame's buffer, which ``put`` copies
     where it belongs (into the batch, in place)."""
+    import av
+    from av.video.reformatter import VideoReformatter
+
     wanted = sorted({int(p) for p in positions})
     needed = {int(t) for t in index.pts[wanted]}
     height, width = size if size is not None else (index.height, index.width)
-    from av.video.reformatter import VideoReformatter
-
     convert = VideoReformatter()  # one swscale context for every frame, not one each
     done: set[int] = set()
     with open_container(path) as container:
@@ -65,28 +72,42 @@ def decode_frames(
         frames: Iterator[Any] | None = None
         at = -1  # the position of the frame decoded last
         for position in wanted:
-            keyframe = index.keyframe_before(position)
-            if frames is None or keyframe > at + 1:
-                frames, at = _seek(container, stream, index, keyframe, position, path, needed)
-            while at < position:
-                frame = next(frames, None)
-                if frame is None:
+            try:
+                keyframe = index.keyframe_before(position)
+                if frames is None or keyframe > at + 1:
+                    frames, at = _seek(container, stream, index, keyframe, position, path, needed)
+                while at < position:
+                    frame = next(frames, None)
+                    if frame is None:
+                        raise ClipDecodeError(
+                            f"{path}: the decoder ended before frame {position} (its index has "
+                            f"{index.frames} frames: the file changed after it was indexed?)"
+                        )
+                    at = _position_of(index, frame, path)
+                    if at == position:
+                        rgb = convert.reformat(
+                            frame,
+                            format="rgb24",
+                            width=width,
+                            height=height,
+                            interpolation="BILINEAR",
+                        )
+                        put(position, _pixels(rgb))
+                        done.add(position)
+                if position not in done:
                     raise ClipDecodeError(
-                        f"{path}: the decoder ended before frame {position} (its index has "
-                        f"{index.frames} frames: the file changed after it was indexed?)"
+                        f"{path}: frame {position} (timestamp {int(index.pts[position])}) was "
+                        "not decoded: the file differs from its index"
                     )
-                at = _position_of(index, frame, path)
-                if at == position:
-                    rgb = convert.reformat(
-                        frame, format="rgb24", width=width, height=height, interpolation="BILINEAR"
-                    )
-                    put(position, _pixels(rgb))
-                    done.add(position)
-            if position not in done:
+            except ClipDecodeError as error:
+                error.frames = error.frames or (position,)
+                raise
+            except av.error.FFmpegError as error:  # a damaged packet: FFmpeg's bare message
                 raise ClipDecodeError(
-                    f"{path}: frame {position} (timestamp {int(index.pts[position])}) was not "
-                    "decoded: the file differs from its index"
-                )
+                    f"{path}: {frames_text(index, [position])} could not be decoded: the file "
+                    f"is damaged ({type(error).__name__}: {error})",
+                    (position,),
+                ) from error
 
 
 def _pixels(rgb: Any) -> np.ndarray:
@@ -142,6 +163,16 @@ def _decoded(container: Any, stream: Any, needed: set[int]) -> Iterator[Any]:
             context.skip_frame = "NONREF" if skip else "DEFAULT"
             skipping = skip
         yield from packet.decode()
+
+
+def frames_text(index: VideoIndex, frames: Sequence[int]) -> str:
+    """Frames named for a message, with their times: "frame 7 (at 0.233 s)", or "12 frames
+    from 3 to 40 (0.100 s to 1.333 s)"."""
+    lo, hi = min(frames), max(frames)
+    t_lo, t_hi = (float(t) for t in index.seconds(np.array([lo, hi])))
+    if lo == hi:
+        return f"frame {lo} (at {t_lo:.3f} s)"
+    return f"{len(set(frames))} frames from {lo} to {hi} ({t_lo:.3f} s to {t_hi:.3f} s)"
 
 
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:

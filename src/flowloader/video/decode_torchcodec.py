@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .decode import ClipDecodeError, Put
+from .decode import ClipDecodeError, Put, frames_text
 from .index import VideoIndex
 
 
@@ -68,7 +68,7 @@ def decode_frames_torchcodec(
         frames = decoder.get_frames_at(wanted).data.numpy()
     except (RuntimeError, ValueError, IndexError) as error:
         raise ClipDecodeError(
-            f"{path}: torchcodec could not decode frames {wanted}: {error}"
+            f"{path}: torchcodec could not decode {frames_text(index, wanted)}: {error}", wanted
         ) from error
     for position, frame in zip(wanted, frames, strict=True):
         put(position, frame)

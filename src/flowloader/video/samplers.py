@@ -29,6 +29,8 @@ class _PerVideoSampler(fl.DistributedSampler):
     """``clips_per_video`` clips of each video of a VideoClips-like dataset (one with
     ``clips_per_video`` and ``clip_starts`` arrays), position by position."""
 
+    ORDER = "clips"  # how order_settings names the order
+
     def __init__(
         self,
         dataset: Any,
@@ -69,20 +71,14 @@ class _PerVideoSampler(fl.DistributedSampler):
         for positions in dealt_positions(self):
             yield from self.clips_at(positions).tolist()
 
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "clips_per_video": self.k}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if "clips_per_video" in state and int(state["clips_per_video"]) != self.k:
-            raise ValueError(
-                f"the state is from a {type(self).__name__} with clips_per_video="
-                f"{state['clips_per_video']}, this one has {self.k}: the order would differ"
-            )
-        super().load_state_dict(state)
-
     def read_state(self, state: dict[str, Any], taken: int) -> dict[str, Any]:
-        """The clips read are scattered over the videos: no prefix."""
-        return {"prefix": None}
+        """The clips read are scattered over the videos: no prefix once any was read."""
+        start = int(state.get("start", 0)) if state else 0
+        return {"prefix": 0 if start == 0 and taken == 0 else None}
+
+    def order_settings(self) -> dict[str, Any]:
+        """flowloader.order's contract: DistributedSampler's and the clips per video."""
+        return {**super().order_settings(), "order": self.ORDER, "clips_per_video": self.k}
 
 
 class ClipSampler(_PerVideoSampler):
@@ -94,6 +90,8 @@ class ClipSampler(_PerVideoSampler):
     recipe of a dataset whose item is a video's clips, as torchcodec's samplers are used).
     With ``num_replicas``/``rank`` (found from torch.distributed or torchrun by default)
     each rank takes every ``num_replicas``-th position."""
+
+    ORDER = "random clips"
 
     def __init__(
         self,
@@ -118,16 +116,9 @@ class ClipSampler(_PerVideoSampler):
         )
         self.grouped = bool(grouped)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "grouped": self.grouped}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if bool(state.get("grouped", False)) != self.grouped:
-            raise ValueError(
-                f"the state is from a ClipSampler with grouped={state.get('grouped', False)}, "
-                f"this one has grouped={self.grouped}: the order would differ"
-            )
-        super().load_state_dict(state)
+    def order_settings(self) -> dict[str, Any]:
+        """flowloader.order's contract: the per-video settings and ``grouped``."""
+        return {**super().order_settings(), "grouped": self.grouped}
 
     def clips_at(self, positions: np.ndarray) -> np.ndarray:
         positions = np.asarray(positions, dtype=np.int64)
@@ -150,6 +141,8 @@ class UniformClipSampler(_PerVideoSampler):
     """``clips_per_video`` evenly spaced clips of every video (the first and the last among
     them where k > 1; the middle one where k = 1), video by video: the usual evaluation
     order, the same every epoch."""
+
+    ORDER = "uniform clips"
 
     def __init__(
         self,

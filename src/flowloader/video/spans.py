@@ -4,7 +4,6 @@ running clip counts; the order state is the files, their lengths and the clip se
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -63,6 +62,11 @@ class FileSpans(fl.Dataset[dict[str, Any]]):
         file = int(np.searchsorted(self.clip_starts, index, side="right")) - 1
         return file, int(index - self.clip_starts[file]) * self.stride
 
+    def path(self, index: int) -> str:
+        """The file clip ``index`` is cut from (what ``skip_errors`` records of a clip that
+        fails)."""
+        return self.paths[self.locate(index)[0]]
+
     def changed_length(self, file: int, length: int) -> str | None:
         """Why file ``file`` with ``length`` units now cannot be read (None when it can)."""
         if length == self.lengths[file]:
@@ -100,11 +104,3 @@ class FileSpans(fl.Dataset[dict[str, Any]]):
             what=self.WHAT,
             unit=self.UNIT,
         )
-
-
-def as_paths(paths: Any, what: str) -> list[str]:
-    """One path or a sequence of them, as a non-empty list of strings."""
-    listed = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
-    if not listed:
-        raise ValueError(f"{what} needs at least one file")
-    return listed

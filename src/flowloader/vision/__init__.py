@@ -2,5 +2,6 @@
 
 from . import datasets, transforms
 from .native import image_backend
+from .plan import explain
 
-__all__ = ["datasets", "image_backend", "transforms"]
+__all__ = ["datasets", "explain", "image_backend", "transforms"]

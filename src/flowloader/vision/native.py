@@ -31,6 +31,8 @@ except ImportError as error:
     else:  # built, but it does not load (libjpeg missing at run time, say)
         _missing = f"the native kernel does not load ({error})"
 
+_lookup = getattr(_kernel, "lookup", None)  # None in a build older than lookup
+
 # Pillow 13 resamples vertically first for some shapes (python-pillow/Pillow#9549); the
 # kernel follows the installed Pillow's order so that its results are Pillow's.
 PILLOW_ORDER = int(Image.__version__.split(".")[0]) >= 13
@@ -57,6 +59,24 @@ def unavailable_reason() -> str | None:
 
 def available() -> bool:
     return unavailable_reason() is None
+
+
+def lookup(
+    pixels: np.ndarray, table: np.ndarray, out: np.ndarray, rows: np.ndarray | None = None
+) -> bool:
+    """``out[n, c] = table[c][pixels[n, c]]`` for uint8 ``pixels`` (N, C, H, W) of any
+    strides, a C-contiguous float32 ``table`` (C, 256) and a C-contiguous float32 ``out``,
+    in one GIL-free pass. With ``rows`` (int64; a negative one counts from the end, and one
+    out of range is an IndexError, as in NumPy) image k of ``out`` comes from image
+    ``rows[k]`` of ``pixels``: the gather and the conversion in one. False (nothing
+    written) where the kernel does not run, or was built before it had this function."""
+    if _lookup is None or not available():
+        return False
+    if rows is None:
+        _lookup(pixels, table, out)
+    else:
+        _lookup(pixels, table, out, rows)
+    return True
 
 
 def read_files(paths: Sequence[str], max_bytes: int) -> list[bytes | None]:

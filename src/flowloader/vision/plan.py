@@ -30,6 +30,11 @@ A pipeline is read as ``[geometry] [other steps...] [flips...] [conversion]``:
 Everything else is exact: the same random draws in the same order from the same generators,
 and the same bits as running the steps one by one. Random steps draw from the generator
 handed in for each image (see :mod:`flowloader.vision.transforms.rng`).
+
+For images already in memory (MNIST, CIFAR, any array dataset) :meth:`Plan.stack_plan`
+compiles the whole pipeline for a stack of them (:mod:`flowloader.vision.stack_plan`): every
+step on the batch at once, each image with its own draws, bit for bit the per-sample path;
+:func:`explain` says when and why a pipeline runs per sample instead.
 """
 
 from __future__ import annotations
@@ -44,8 +49,8 @@ from ..batching import Allocate
 from . import decode, native
 from .geometry import Geometry
 from .native import NativeJpeg
+from .stack_plan import StackPlan, compile_stack
 from .transforms import functional as F
-from .transforms import rng as _rng
 from .transforms.transforms import (
     CenterCrop,
     Normalize,
@@ -56,6 +61,15 @@ from .transforms.transforms import (
     ToTensor,
     call_step,
 )
+
+
+def explain(transform: Any, image_shape: tuple[int, ...] | None = None) -> str:
+    """How an array dataset runs ``transform`` on a batch of images of ``image_shape`` ((H, W)
+    or (H, W, C); any size when None): batched, or per sample and the step that is why."""
+    reason = plan_for(transform).why_per_sample(image_shape)
+    if reason is None:
+        return "batched: every step runs on the whole stack, each image with its own draws"
+    return f"per sample: {reason}"
 
 
 def plan_for(transform: Any) -> Plan:
@@ -98,12 +112,34 @@ class Plan:
         )
         # Whether a step may draw: a pipeline of only fixed steps needs no generators.
         self.draws = any(type(step) not in _FIXED_STEPS for step in self.steps)
+        # Its batch forms, by image shape (stack_plan), or why there is none.
+        self._stacks: dict[tuple[int, ...], StackPlan | str] = {}
 
     @property
     def batchable(self) -> bool:
-        """True if a stack of images' pixels can be converted whole: nothing but flips
-        before the conversion."""
-        return self.conversion is not None and not self.head
+        """True if every step has a batch form for a stack of 8-bit images in memory
+        (:mod:`flowloader.vision.stack_plan`); whether a given image shape is batched is
+        :meth:`stack_plan`'s answer."""
+        return self.why_per_sample() is None
+
+    def stack_plan(self, image_shape: tuple[int, ...]) -> StackPlan | None:
+        """The pipeline compiled for a stack of 8-bit images of ``image_shape`` ((H, W) or
+        (H, W, C)), or None when it runs per sample (:meth:`why_per_sample` says why)."""
+        found = self._stacks.get(tuple(image_shape))
+        if found is None:
+            found = self._stacks[tuple(image_shape)] = compile_stack(self.steps, image_shape)
+        return found if isinstance(found, StackPlan) else None
+
+    def why_per_sample(self, image_shape: tuple[int, ...] | None = None) -> str | None:
+        """Why a stack of images of ``image_shape`` (any size when None) is not transformed
+        as one batch: the step that cannot be batched and why; None when it is."""
+        if image_shape is None:
+            # The reasons that do not depend on the size: a crop larger than the image does.
+            found = compile_stack(self.steps, (1 << 20, 1 << 20, 3))
+        else:
+            self.stack_plan(image_shape)
+            found = self._stacks[tuple(image_shape)]
+        return found if isinstance(found, str) else None
 
     # One image -----------------------------------------------------------------------------
 
@@ -201,43 +237,22 @@ class Plan:
     # A stack of images ---------------------------------------------------------------------
 
     def apply_to_stack(
-        self, pixels: np.ndarray, rngs: Sequence[Any] | None, allocate: Allocate
+        self,
+        pixels: np.ndarray,
+        rngs: Sequence[Any] | None,
+        allocate: Allocate,
+        indices: Sequence[int] | None = None,
     ) -> np.ndarray:
-        """A batchable plan over (N, H, W[, C]) uint8 pixels, the pixels of N PIL images
-        (MNIST, CIFAR): flips in place, then one conversion into ``allocate(shape, dtype)``.
-        ``rngs[k]``: image k's generator (None: each step's own, or NumPy's global RNG)."""
-        assert self.batchable
-        for position, chosen in self._stack_flips(len(pixels), rngs):
-            axis = _FLIP_AXES[type(self.flips[position])] + 1
-            if len(chosen):
-                pixels[chosen] = np.flip(pixels[chosen], axis=axis)
-        chw = pixels[:, None] if pixels.ndim == 3 else pixels.transpose(0, 3, 1, 2)
-        return self._convert(chw, allocate(chw.shape, self.dtype))
-
-    def _stack_flips(self, count: int, rngs: Sequence[Any] | None) -> list[tuple[int, Any]]:
-        """Which images each flip mirrors. The draws come from each generator in the order
-        the step-by-step path asks for them: image by image, and within an image step by step.
-        """
-        per_image = object()
-        groups: dict[int, tuple[Any, list[int]]] = {}
-        for position, step in enumerate(self.flips):
-            if step.rng is not None:
-                source = step.rng
-            else:
-                source = per_image if rngs is not None else _rng.resolve(None)
-            groups.setdefault(id(source), (source, []))[1].append(position)
-        chosen = []
-        for source, positions in groups.values():
-            if source is per_image:
-                assert rngs is not None
-                table = np.stack([rngs[k].random(len(positions)) for k in range(count)])
-            else:
-                table = np.asarray(source.random(count * len(positions)))
-            table = table.reshape(count, len(positions))
-            for column, position in enumerate(positions):
-                step = self.flips[position]
-                chosen.append((position, np.nonzero(table[:, column] < step.p)[0]))
-        return sorted(chosen, key=lambda item: item[0])
+        """The pipeline over (N, H, W[, C]) uint8 pixels, the pixels of N PIL images (MNIST,
+        CIFAR), as one batch (:class:`~flowloader.vision.stack_plan.StackPlan`), into
+        ``allocate(shape, dtype)``: bit for bit the images one by one. ``rngs[k]``: image k's
+        generator (None: each sample's as the per-sample path finds it, for ``indices[k]``
+        when given). Raises ValueError when the plan cannot take them (:meth:`why_per_sample`
+        says why)."""
+        stack = self.stack_plan(pixels.shape[1:])
+        if stack is None:
+            raise ValueError(f"not batched: {self.why_per_sample(pixels.shape[1:])}")
+        return stack.run(pixels, rngs, allocate, indices)
 
 
 class BatchWriter:

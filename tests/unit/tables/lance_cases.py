@@ -114,3 +114,19 @@ def test_it_pickles_without_the_open_dataset(lance_uri) -> None:
     assert copy._opened is None
     assert_row(copy[555], 555)
     assert np.float32(copy[2]["score"]) == np.float32(1.0)
+
+
+def test_list_columns_with_nulls_that_span_values(tmp_path, lance) -> None:
+    """Each row its own values (R5): Lance's take hands back list arrays whose offsets the
+    conversion follows, null slots and all."""
+    import pyarrow as pa
+
+    offsets = pa.array([0, 2, 4, 6, 7, 10], pa.int32())
+    values = pa.array(np.arange(1, 11), pa.int64())
+    mask = pa.array([False, True, False, True, False])
+    tokens = pa.ListArray.from_arrays(offsets, values, mask=mask)
+    uri = str(tmp_path / "lists.lance")
+    lance.write_dataset(pa.table({"id": np.arange(5), "tokens": tokens}), uri)
+    rows = LanceDataset(uri).__getitems__([4, 1, 2, 0, 3])
+    got = [None if r["tokens"] is None else r["tokens"].tolist() for r in rows]
+    assert got == [[8, 9, 10], None, [5, 6], [1, 2], None]

@@ -22,7 +22,7 @@ from .conftest import assert_row, table
 
 
 def test_parquet_on_s3_through_fsspec(parquet_file) -> None:
-    import s3fs
+    s3fs = pytest.importorskip("s3fs")  # the s3 and shards-test extras bring it
 
     with local_s3_server() as endpoint:
         options = {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": endpoint}}
@@ -108,7 +108,7 @@ def assert_row_ids(rows: list[dict], ids: list[int]) -> None:
 def test_s3_bytes_per_block_shuffled_epoch_are_the_selected_columns(tmp_path) -> None:
     """An epoch under BlockShuffleSampler with 2 worker processes fetches the selected
     columns' compressed chunks about once (<= 1.2x), and nothing of the others."""
-    import s3fs
+    s3fs = pytest.importorskip("s3fs")
 
     rows = 20_000
     rng = np.random.default_rng(0)

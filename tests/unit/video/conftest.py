@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 
@@ -14,6 +15,20 @@ from . import media
 # -pix_fmt yuv420p -x265-params keyint=60:min-keyint=60:bframes=3:scenecut=0
 # -preset veryfast -tag:v hvc1 hevc.mp4 (11 kB).
 HEVC = pathlib.Path(__file__).parent / "data" / "hevc.mp4"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def index_cache(tmp_path_factory):
+    """The session's own cache directory for the indexes (the default, the user's cache
+    directory, is left alone): ``$FLOWLOADER_CACHE``, which worker processes inherit."""
+    folder = str(tmp_path_factory.mktemp("index-cache"))
+    before = os.environ.get("FLOWLOADER_CACHE")
+    os.environ["FLOWLOADER_CACHE"] = folder
+    yield folder
+    if before is None:
+        del os.environ["FLOWLOADER_CACHE"]
+    else:
+        os.environ["FLOWLOADER_CACHE"] = before
 
 
 @pytest.fixture(scope="session")
@@ -32,5 +47,5 @@ def videos(tmp_path_factory) -> dict[str, str]:
         "sound.mp4": {"audio": True},
     }
     made = {name: media.encode(str(folder / name), **options) for name, options in kinds.items()}
-    made["hevc.mp4"] = shutil.copy(HEVC, folder / "hevc.mp4")  # its index is written beside it
+    made["hevc.mp4"] = str(shutil.copy(HEVC, folder / "hevc.mp4"))
     return made

@@ -16,6 +16,7 @@ av = pytest.importorskip("av")
 
 from flowloader.video import AudioClips, ClipSampler, VideoClips, load_or_scan_audio  # noqa: E402
 from flowloader.video.audio import AUDIO_SUFFIX, audio_window, decode_samples  # noqa: E402
+from flowloader.video.index import index_path  # noqa: E402
 from flowloader.video.resample import resample, source_span  # noqa: E402
 
 SOUNDS = {
@@ -144,7 +145,8 @@ def test_the_index_is_cached_and_a_changed_file_refused(sounds, tmp_path) -> Non
     path = str(tmp_path / "a.flac")
     media.encode_sound(path, "flac", seconds=2.0)
     ds = AudioClips(path, 0.5, sample_rate=16000)
-    assert os.path.exists(path + AUDIO_SUFFIX)
+    assert os.path.exists(index_path(path, suffix=AUDIO_SUFFIX))  # in the user's cache
+    assert os.listdir(tmp_path) == ["a.flac"]  # nothing beside the file
     assert len(ds) == 4
     media.encode_sound(path, "flac", seconds=1.0)
     with pytest.raises(ValueError, match=r"a\.flac: 16000 samples now, 32000 when"):

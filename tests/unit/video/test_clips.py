@@ -94,13 +94,16 @@ def test_clips_span_several_videos_in_order(videos) -> None:
         ds[18]
 
 
-def test_the_index_is_cached_beside_the_video_and_rescanned_when_it_changes(
-    videos, tmp_path, monkeypatch
+def test_the_index_is_cached_in_the_users_cache_and_rescanned_when_the_video_changes(
+    videos, tmp_path, monkeypatch, index_cache
 ) -> None:
     path = str(tmp_path / "clip.mp4")
     shutil.copy(videos["h264.mp4"], path)
     index = load_or_scan(path)
-    assert os.path.exists(path + video_index.SUFFIX)
+    assert os.listdir(tmp_path) == ["clip.mp4"]  # nothing beside the video
+    cached = video_index.index_path(path)
+    assert os.path.dirname(cached) == os.path.join(index_cache, "video")
+    assert os.path.exists(cached)
     assert index.frames == 150
     assert index.keyframes.tolist() == [0, 60, 120]
 

@@ -4,6 +4,8 @@ torchcodec does not import."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -53,3 +55,19 @@ def test_resized_by_torchcodec_and_the_same_batches_for_any_workers(videos) -> N
 def test_refused_clearly_without_torchcodec(videos) -> None:
     with pytest.raises(ValueError, match='decoder="torchcodec" needs torchcodec'):
         VideoClips(videos["h264.mp4"], 4, decoder="torchcodec")
+
+
+@needs_torchcodec
+def test_a_damaged_video_is_named_with_its_clips_and_frames(videos, tmp_path) -> None:
+    """Where torchcodec's decoder fails on damaged data, the error names the file, the frames
+    asked for with their times, and the clips holding them (whether FFmpeg reports the
+    damage, rather than concealing it, is its decoder's)."""
+    from .test_bad_files import damage, failures
+
+    bad = damage(videos["h264.mp4"], str(tmp_path / "damaged.mp4"))
+    ds = VideoClips(bad, 8, decoder="torchcodec")
+    for i, error in failures(ds).items():
+        message = str(error)
+        assert message.startswith(f"{bad}: torchcodec could not decode "), message
+        assert re.search(r"frames? .*\(.*\d\.\d{3} s", message), message
+        assert message.endswith(f"in clip {i}"), message

@@ -45,6 +45,15 @@ PIPELINES = {
         [T.Resize(72), T.CenterCrop(64), T.ToTensor(), T.Normalize(MEAN, STD)]
     ),
     "only-normalise": lambda: T.Compose([T.ToTensor(), T.Normalize(MEAN, STD)]),
+    "crop-flip-erase": lambda: T.Compose(
+        [
+            T.RandomCrop(100, padding=4, padding_mode="reflect"),
+            T.RandomHorizontalFlip(),
+            T.ToTensor(),
+            T.Normalize(MEAN, STD),
+            T.RandomErasing(value=0.5),
+        ]
+    ),
 }
 
 
@@ -85,6 +94,16 @@ def test_a_custom_collate_fn_sees_ordinary_samples(photos) -> None:
     np.testing.assert_array_equal(first[2][0], ds[2][0])
 
 
+def test_decoded_images_of_one_size_go_through_the_batch_plan(photos) -> None:
+    ds = datasets.ImageFolder(photos, transform=PIPELINES["crop-flip-erase"]())
+    rngs = fl.SampleRngs(fl.SampleSeeds(4), [3, 0, 7])
+    batch = ds.__getitems__([3, 0, 7], rngs)
+    assert isinstance(batch, CollatedSamples)
+    assert not ds._sizes_vary
+    one_by_one = fl.batching.load_one_by_one(OneByOne(ds), [3, 0, 7], rngs)
+    assert batch.columns[0].tobytes() == np.stack([image for image, _ in one_by_one]).tobytes()
+
+
 def test_images_of_different_sizes_fall_back_to_separate_samples(tmp_path) -> None:
     (tmp_path / "a").mkdir()
     for i, size in enumerate([(20, 10), (20, 10), (30, 12), (20, 10)]):
@@ -96,6 +115,8 @@ def test_images_of_different_sizes_fall_back_to_separate_samples(tmp_path) -> No
         np.testing.assert_array_equal(image, ds[index][0])
         assert target == 0
     assert not np.shares_memory(got[0][0], got[1][0])
+    assert ds._sizes_vary  # the batch plan is not tried again for this dataset
+    assert not datasets.ImageFolder(str(tmp_path))._sizes_vary
 
 
 def test_float_images_take_the_one_by_one_path(tmp_path) -> None:

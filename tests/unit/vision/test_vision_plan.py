@@ -31,7 +31,8 @@ def test_a_pipeline_is_read_as_head_flips_and_conversion() -> None:
     assert plan.head == (crop,)
     assert plan.flips == (flip,)
     assert (plan.conversion, plan.normalize) == ("normalized", normalize)
-    assert not plan.batchable
+    assert plan.batchable
+    assert not Plan([crop, T.Lambda(lambda x: x), T.ToTensor()]).batchable
     assert Plan([flip, T.PILToTensor()]).batchable
     assert Plan([T.PILToTensor()]).conversion == "uint8"
     assert Plan([T.ToTensor()]).conversion == "float"

@@ -4,6 +4,8 @@
  * buffer are held for its duration. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "jpeg_kernel.h"
 #include "read_files.h"
@@ -200,6 +202,127 @@ done:
     return result;
 }
 
+/* table[row[x]] for the `count` bytes of row, into `to`; returns the end of what it wrote.
+ * Eight bytes are read as one word (a byte load each costs more than the shifts). */
+static float *lookup_run(const unsigned char *row, const float *table, float *to,
+                         Py_ssize_t count) {
+    Py_ssize_t x = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; x + 8 <= count; x += 8, to += 8) {
+        uint64_t word;
+        memcpy(&word, row + x, 8);
+        to[0] = table[word & 255];
+        to[1] = table[(word >> 8) & 255];
+        to[2] = table[(word >> 16) & 255];
+        to[3] = table[(word >> 24) & 255];
+        to[4] = table[(word >> 32) & 255];
+        to[5] = table[(word >> 40) & 255];
+        to[6] = table[(word >> 48) & 255];
+        to[7] = table[word >> 56];
+    }
+#endif
+    for (; x < count; x++) *to++ = table[row[x]];
+    return to;
+}
+
+/* lookup(pixels, table, out[, rows]): out[n, c, y, x] = table[c, pixels[n, c, y, x]] (with
+ * rows, an int64 array, image k of out from image rows[k] of pixels: the gather and the
+ * conversion in one pass, each index checked and a negative one counted from the end, as
+ * NumPy does), for uint8
+ * pixels (N, C, H, W) of any strides, a C-contiguous float32 table (C, 256) and a
+ * C-contiguous float32 out of the pixels' shape: a conversion (ToTensor, Normalize) whose
+ * 256 values per channel NumPy computed once, so that every pixel is NumPy's bits. */
+static PyObject *lookup(PyObject *self, PyObject *args) {
+    PyObject *pixels_obj, *table_obj, *out_obj, *rows_obj = Py_None;
+    Py_buffer pixels, table, out, picked = {0};
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO|O:lookup", &pixels_obj, &table_obj, &out_obj, &rows_obj))
+        return NULL;
+    if (PyObject_GetBuffer(pixels_obj, &pixels, PyBUF_STRIDES | PyBUF_FORMAT) < 0) return NULL;
+    if (PyObject_GetBuffer(table_obj, &table, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&pixels);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) <
+        0) {
+        PyBuffer_Release(&pixels);
+        PyBuffer_Release(&table);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (rows_obj != Py_None &&
+        PyObject_GetBuffer(rows_obj, &picked, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        goto done;
+    const int64_t *picks = picked.buf;
+    Py_ssize_t count = rows_obj == Py_None ? pixels.shape[0] : picked.len / 8;
+    if (rows_obj != Py_None &&
+        !(picked.ndim == 1 && picked.itemsize == 8 &&
+          (strcmp(picked.format, "l") == 0 || strcmp(picked.format, "q") == 0))) {
+        PyErr_SetString(PyExc_ValueError, "lookup's rows are a 1-D int64 array");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; rows_obj != Py_None && k < count; k++) {
+        if (picks[k] < -pixels.shape[0] || picks[k] >= pixels.shape[0]) {
+            PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for axis 0 with size %zd",
+                         (long long)picks[k], pixels.shape[0]);
+            goto done;
+        }
+    }
+    int fits = pixels.ndim == 4 && pixels.itemsize == 1 && strcmp(pixels.format, "B") == 0 &&
+               table.ndim == 2 && table.itemsize == 4 && strcmp(table.format, "f") == 0 &&
+               table.shape[0] == pixels.shape[1] && table.shape[1] == 256 && out.ndim == 4 &&
+               out.itemsize == 4 && strcmp(out.format, "f") == 0;
+    fits = fits && out.shape[0] == count;
+    for (int d = 1; fits && d < 4; d++) fits = out.shape[d] == pixels.shape[d];
+    if (!fits) {
+        PyErr_SetString(PyExc_ValueError,
+                        "lookup expects uint8 pixels (N, C, H, W), a float32 table (C, 256) "
+                        "and a float32 out of the pixels' shape (of len(rows) images)");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    const Py_ssize_t *shape = pixels.shape, *strides = pixels.strides;
+    /* A plane whose rows follow one another is one run of H * W pixels. */
+    int whole = strides[3] == 1 && strides[2] == shape[3];
+    Py_ssize_t rows = whole ? 1 : shape[2], width = whole ? shape[2] * shape[3] : shape[3];
+    float *to = out.buf;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        Py_ssize_t n = picks ? (Py_ssize_t)picks[k] : k;
+        if (n < 0) n += shape[0]; /* as NumPy reads a negative index */
+        if (picks && whole && k + 2 < count) {
+            /* Rows picked at random are cold: ask for the one after next while this one
+             * is converted (its planes, a run of H * W bytes each). */
+            Py_ssize_t ahead = (Py_ssize_t)picks[k + 2];
+            if (ahead < 0) ahead += shape[0];
+            for (Py_ssize_t c = 0; c < shape[1]; c++) {
+                const char *plane = (const char *)pixels.buf + ahead * strides[0] + c * strides[1];
+                for (Py_ssize_t at = 0; at < width; at += 64) __builtin_prefetch(plane + at);
+            }
+        }
+        for (Py_ssize_t c = 0; c < shape[1]; c++) {
+            const float *values = (const float *)table.buf + 256 * c;
+            const char *plane = (const char *)pixels.buf + n * strides[0] + c * strides[1];
+            for (Py_ssize_t y = 0; y < rows; y++) {
+                const unsigned char *row = (const unsigned char *)(plane + y * strides[2]);
+                if (strides[3] == 1) {
+                    to = lookup_run(row, values, to, width);
+                } else {
+                    for (Py_ssize_t x = 0; x < width; x++) *to++ = values[row[x * strides[3]]];
+                }
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    if (picked.obj) PyBuffer_Release(&picked);
+    PyBuffer_Release(&pixels);
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"header", header, METH_VARARGS,
      "header(data) -> (width, height, components, supported, multi_scan)"},
@@ -211,6 +334,10 @@ static PyMethodDef methods[] = {
      "decode_batch(jobs, out, output, pillow_order[, mean, std, portable]) -> None or "
      "(position, error): each job (data, slot, scale, x, y, filter, hflip, vflip) decoded "
      "into its slot of out in one GIL-free pass, stopping at the first that fails."},
+    {"lookup", lookup, METH_VARARGS,
+     "lookup(pixels, table, out[, rows]): out = table[c][pixels] (or pixels[rows]) for uint8 "
+     "pixels (N, C, H, W), a float32 table (C, 256) and a C-contiguous float32 out, "
+     "without the GIL."},
     {"read_files", fl_read_files, METH_VARARGS,
      "read_files(paths, max_bytes) -> list of bytes or None: each file's contents, read "
      "without the GIL, for as many paths as fit in max_bytes (at least one); None where the "

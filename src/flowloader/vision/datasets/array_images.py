@@ -2,8 +2,9 @@
 
 ``__getitem__`` is torchvision's: a PIL image from ``data[i]``, then the transforms.
 ``__getitems__`` gathers a whole batch with one NumPy indexing operation and, when the
-transform's plan takes a stack of images (flips and a conversion), transforms the batch at
-once; the result is bit-identical to the per-sample path.
+transform's plan takes a stack of images (:mod:`flowloader.vision.stack_plan`: crops, pads,
+flips, the conversions, Normalize), transforms the batch at once; the result is
+bit-identical to the per-sample path.
 """
 
 from __future__ import annotations
@@ -90,20 +91,22 @@ class ArrayImageDataset(VisionDataset):
         rngs: Sequence[Any] | None = None,
         allocate: Allocate = allocate_empty,
     ) -> Any:
-        """A batch: one gather, then the transform over the whole batch when its plan can,
-        into ``allocate``'s arrays; ``rngs[k]`` is sample k's generator (see
-        :mod:`flowloader.batching`)."""
-        plan = plan_for(self.transform)
-        if (
-            overrides_getitem(self, ArrayImageDataset)
-            or self.target_transform is not None
-            or not plan.batchable
-        ):
+        """A batch: one gather, then the transform over the whole batch when its plan can
+        (:mod:`flowloader.vision.stack_plan`: each image keeps its own random draws, and the
+        batch is bit for bit the per-sample path's), into ``allocate``'s arrays; ``rngs[k]``
+        is sample k's generator (see :mod:`flowloader.batching`)."""
+        stack = None
+        if not overrides_getitem(self, ArrayImageDataset) and self.target_transform is None:
+            stack = plan_for(self.transform).stack_plan(self.data.shape[1:])
+        if stack is None or self.data.dtype != np.uint8:
             return load_one_by_one(self, indices, rngs)
-        pixels = self.data[np.asarray(indices, dtype=np.int64)]
+        positions = np.asarray(indices, dtype=np.int64)
+        targets = self.label_array()[positions]  # NumPy's IndexError for a bad index
         with stats.stage("transform"):
-            images = plan.apply_to_stack(pixels, rngs, allocate)
-        targets = self.label_array()[indices]
+            if stack.table_only:  # the gather writes the batch (vision/stack_plan.py)
+                images = stack.run_rows(self.data, positions, allocate)
+            else:
+                images = stack.run(self.data[positions], rngs, allocate, indices)
         return CollatedSamples((images, targets), lambda i: (images[i], int(targets[i])))
 
     def __len__(self) -> int:

@@ -22,10 +22,12 @@ from ..plan import Plan
 from .planned import PlannedImageDataset
 from .vision import checked_targets
 
+#: The file extensions ImageFolder reads as images (matched ignoring case).
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
 def has_file_allowed_extension(filename: str, extensions: str | tuple[str, ...]) -> bool:
+    """Whether ``filename`` ends with one of ``extensions``, ignoring case (torchvision's)."""
     return filename.lower().endswith(
         extensions if isinstance(extensions, str) else tuple(extensions)
     )

@@ -21,7 +21,7 @@ from flowloader.batching import (
 )
 from flowloader.randomness import SampleRngs, sample_context
 
-from ..plan import BatchWriter, Plan, plan_for
+from ..plan import BatchWriter, Plan, _pixels_hwc, plan_for
 from .vision import VisionDataset
 
 
@@ -58,21 +58,27 @@ class PlannedImageDataset(VisionDataset):
         allocate: Allocate = allocate_empty,
     ) -> Any:
         """A batch, bit-identical to ``[self[i] for i in indices]``; ``rngs[k]`` is sample
-        k's generator. When the transform ends in a conversion, each image is converted
-        straight into one batch array from ``allocate`` (in a DataLoader worker process, the
-        shared memory the batch travels in): no per-sample array, and nothing left for
-        collate to copy. See :mod:`flowloader.batching`."""
+        k's generator. When the plan takes the whole pipeline on a stack
+        (:meth:`~flowloader.vision.plan.Plan.stack_plan`) and the decoded images share one
+        size, it runs on their stack; else, when the transform ends in a conversion, each
+        image is converted straight into one batch array from ``allocate`` (in a DataLoader
+        worker process, the shared memory the batch travels in): no per-sample array, and
+        nothing left for collate to copy. See :mod:`flowloader.batching`."""
         plan = plan_for(self.transform)
-        if (
-            overrides_getitem(self, PlannedImageDataset)
-            or self.target_transform is not None
-            or plan.conversion is None
-        ):
+        if overrides_getitem(self, PlannedImageDataset) or self.target_transform is not None:
             return load_one_by_one(self, indices, rngs)
+        generators = _generators(plan, rngs)
+        # A leading geometry plans each file's decode (the native kernel, a reduced scale):
+        # such pipelines keep their per-image path, whose results those decodes define.
+        if plan.batchable and plan.geometry is None and not self._sizes_vary:
+            stacked = self._decoded_and_stacked(indices, plan, rngs, generators, allocate)
+            if stacked is not None:
+                return stacked
+        if plan.conversion is None:
+            return load_one_by_one(self, indices, rngs)
+        seeds = rngs.seeds if isinstance(rngs, SampleRngs) else None
         writer = BatchWriter(plan, len(indices), allocate)
         targets: list[Any] = [None] * len(indices)
-        generators = _generators(plan, rngs)
-        seeds = rngs.seeds if isinstance(rngs, SampleRngs) else None
         contents = _until_it_fails(self._read_ahead(indices))
         try:
             for k, index in enumerate(indices):
@@ -89,6 +95,46 @@ class PlannedImageDataset(VisionDataset):
             raise
         if isinstance(images, list):  # the images did not fit one array
             return list(zip(images, targets, strict=True))
+        return CollatedSamples((images, _stacked(targets)), lambda k: (images[k], targets[k]))
+
+    # Set once a batch's decoded images were not 8-bit images of one size the batch plan
+    # takes: it is not tried again (each try decodes the batch before it knows).
+    _sizes_vary = False
+
+    def _decoded_and_stacked(
+        self,
+        indices: list[int],
+        plan: Plan,
+        rngs: Sequence[Any] | None,
+        generators: Sequence[Any] | None,
+        allocate: Allocate,
+    ) -> CollatedSamples | None:
+        """The batch through the batch plan after decoding (:mod:`..stack_plan`): every
+        image decoded as the per-sample path decodes it (there is no geometry to plan the
+        decode with), then the whole pipeline on their stack. None, with nothing drawn, when the
+        images are not 8-bit images of one size: the batch is then loaded image by image."""
+        bare = plan_for(None)
+        seeds = rngs.seeds if isinstance(rngs, SampleRngs) else None
+        contents = _until_it_fails(self._read_ahead(indices))
+        pixels: list[np.ndarray] = []
+        targets: list[Any] = []
+        for k, index in enumerate(indices):
+            rng = None if generators is None else generators[k]
+            with sample_context(index, rng, seeds):
+                image, target = self._load(index, bare, rng, next(contents))
+            found = _pixels_hwc(image)
+            if found is None:  # not an 8-bit image
+                self._sizes_vary = True
+                return None
+            pixels.append(found)
+            targets.append(target)
+        shapes = {p.shape for p in pixels}
+        stack = plan.stack_plan(shapes.pop()) if len(shapes) == 1 else None
+        if stack is None:
+            self._sizes_vary = True
+            return None
+        with stats.stage("transform"):
+            images = stack.run(np.stack(pixels), rngs, allocate, indices)
         return CollatedSamples((images, _stacked(targets)), lambda k: (images[k], targets[k]))
 
 

@@ -146,3 +146,55 @@ def _hsv_to_rgb(hsv: np.ndarray) -> np.ndarray:
     choices = [(v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q)]
     channels = [np.choose(i, [c[k] for c in choices]) for k in range(3)]
     return np.stack(channels, axis=-3)
+
+
+def affine_grid_sample(
+    array: np.ndarray,
+    matrix: list[float],
+    nearest: bool,
+    fill: Any,
+    out_size: tuple[int, int] | None = None,
+) -> np.ndarray:
+    """torchvision's affine transform of a tensor image, (..., C, H, W): output pixel (x, y),
+    centred, maps through the inverse ``matrix`` to an input point sampled as grid_sample
+    does (align_corners=False, zeros outside), in float32 for integer images; with ``fill``,
+    a sampled mask of ones blends (bilinear) or replaces (nearest) the outside by it. Integer
+    images are rounded back. ``out_size``: (height, width) of the output (rotate's expand)."""
+    height, width = array.shape[-2:]
+    out_h, out_w = out_size if out_size is not None else (height, width)
+    dtype = array.dtype if np.issubdtype(array.dtype, np.floating) else np.dtype(np.float32)
+    theta = np.asarray(matrix, dtype=dtype).reshape(2, 3)
+    xs = np.linspace(-out_w * 0.5 + 0.5, out_w * 0.5 + 0.5 - 1, out_w, dtype=dtype)
+    ys = np.linspace(-out_h * 0.5 + 0.5, out_h * 0.5 + 0.5 - 1, out_h, dtype=dtype)[:, None]
+    half = np.asarray([0.5 * width, 0.5 * height], dtype=dtype)
+    gx = (xs * theta[0, 0] + ys * theta[0, 1] + theta[0, 2]) / half[0]
+    gy = (xs * theta[1, 0] + ys * theta[1, 1] + theta[1, 2]) / half[1]
+    ix = ((gx + 1) * width - 1) / 2
+    iy = ((gy + 1) * height - 1) / 2
+    planes = array.astype(dtype, copy=False).reshape(-1, height, width)
+    if nearest:
+        cols, rows = np.rint(ix).astype(np.int64), np.rint(iy).astype(np.int64)
+        inside = (cols >= 0) & (cols < width) & (rows >= 0) & (rows < height)
+        out = np.where(inside, planes[:, rows.clip(0, height - 1), cols.clip(0, width - 1)], 0)
+        mask = inside.astype(dtype)
+    else:
+        x0, y0 = np.floor(ix), np.floor(iy)
+        out = np.zeros((len(planes), out_h, out_w), dtype)
+        mask = np.zeros((out_h, out_w), dtype)
+        for dy, dx in ((0, 0), (0, 1), (1, 0), (1, 1)):
+            cols, rows = (x0 + dx).astype(np.int64), (y0 + dy).astype(np.int64)
+            weight = (1 - np.abs(ix - (x0 + dx))) * (1 - np.abs(iy - (y0 + dy)))
+            inside = (cols >= 0) & (cols < width) & (rows >= 0) & (rows < height)
+            weight = np.where(inside, weight, 0).astype(dtype)
+            out += planes[:, rows.clip(0, height - 1), cols.clip(0, width - 1)] * weight
+            mask += weight
+    if fill is not None:
+        channels = array.shape[-3] if array.ndim > 2 else 1
+        values = np.asarray(fill if isinstance(fill, (list, tuple)) else [fill], dtype)
+        filled = np.broadcast_to(values.reshape(-1), (channels,)).reshape(-1, 1, 1)
+        out = out.reshape(-1, channels, out_h, out_w)
+        out = np.where(mask < 0.5, filled, out) if nearest else out * mask + (1.0 - mask) * filled
+    out = out.reshape(*array.shape[:-2], out_h, out_w)
+    if not np.issubdtype(array.dtype, np.floating):
+        out = np.round(out)
+    return out.astype(array.dtype)

@@ -67,7 +67,12 @@ def pad(image: Image.Image, padding_ltrb: list[int], fill: Any, mode: str) -> Im
 
 def _fill(fill: Any, image: Image.Image) -> Any:
     """PIL wants an int for one band and a tuple for several."""
-    bands = len(image.getbands())
+    return band_fill(fill, len(image.getbands()), image.mode)
+
+
+def band_fill(fill: Any, bands: int, mode: str) -> Any:
+    """The fill Pillow is given for an image of ``bands`` bands in ``mode``: an int for one
+    band, a tuple for several."""
     if fill is None:
         fill = 0
     if isinstance(fill, (int, float)) and bands > 1:
@@ -78,7 +83,7 @@ def _fill(fill: Any, image: Image.Image) -> Any:
         if len(fill) != bands:
             raise ValueError(f"fill has {len(fill)} values but the image has {bands} channels")
         return tuple(int(f) for f in fill)
-    return int(fill) if image.mode != "F" else fill
+    return int(fill) if mode != "F" else fill
 
 
 def hflip(image: Image.Image) -> Image.Image:
@@ -120,3 +125,41 @@ def adjust_hue(image: Image.Image, factor: float) -> Image.Image:
     with np.errstate(over="ignore"):
         hue += shift
     return Image.merge("HSV", (Image.fromarray(hue, "L"), s, v)).convert(mode)
+
+
+def parse_fill(fill: Any, image: Image.Image) -> Any:
+    """torchvision's fill for Pillow's geometric transforms (``fillcolor``): one number per
+    band, ints unless the image is float ("F")."""
+    bands = len(image.getbands())
+    if fill is None:
+        fill = 0
+    if isinstance(fill, (int, float)) and bands > 1:
+        fill = tuple([fill] * bands)
+    if isinstance(fill, (list, tuple)):
+        if len(fill) == 1:
+            fill = tuple(fill) * bands
+        elif len(fill) != bands:
+            raise ValueError(
+                "The number of elements in 'fill' does not match the number of channels of "
+                f"the image ({len(fill)} != {bands})"
+            )
+        fill = tuple(fill)
+    if image.mode != "F":
+        fill = tuple(int(x) for x in fill) if isinstance(fill, tuple) else int(fill)
+    return fill
+
+
+def affine(image: Image.Image, matrix: list[float], resample: int, fill: Any) -> Image.Image:
+    """Pillow's affine transform with the inverse ``matrix`` (output to input), as
+    torchvision calls it."""
+    return image.transform(
+        image.size, Image.Transform.AFFINE, matrix, resample, fillcolor=parse_fill(fill, image)
+    )
+
+
+def rotate(
+    image: Image.Image, angle: float, resample: int, expand: bool, center: Any, fill: Any
+) -> Image.Image:
+    """Pillow's rotation, as torchvision calls it."""
+    filter_ = Image.Resampling(resample)
+    return image.rotate(angle, filter_, expand, center, fillcolor=parse_fill(fill, image))

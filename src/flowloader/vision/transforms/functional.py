@@ -6,6 +6,7 @@ like a torchvision tensor, laid out (..., C, H, W).
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Sequence
 from enum import Enum
@@ -18,6 +19,8 @@ from . import _array, _pil
 
 
 class InterpolationMode(Enum):
+    """The resampling filters, by torchvision's names (``Resize(..., interpolation=...)``)."""
+
     NEAREST = "nearest"
     NEAREST_EXACT = "nearest-exact"
     BILINEAR = "bilinear"
@@ -339,3 +342,188 @@ def adjust_hue(img: Any, hue_factor: float) -> Any:
     if not -0.5 <= hue_factor <= 0.5:
         raise ValueError(f"hue_factor ({hue_factor}) is not in [-0.5, 0.5].")
     return _adjust("adjust_hue", img, hue_factor)
+
+
+def erase(
+    img: np.ndarray, i: int, j: int, h: int, w: int, v: Any, inplace: bool = False
+) -> np.ndarray:
+    """Set the (h, w) box at (i, j) of a (..., C, H, W) array to ``v`` (broadcast to it)."""
+    if not isinstance(img, np.ndarray):
+        raise TypeError(f"img should be a NumPy array (tensor image). Got {type(img).__name__}")
+    if not inplace:
+        img = img.copy()
+    img[..., i : i + h, j : j + w] = v
+    return img
+
+
+def inverse_affine_matrix(
+    center: Sequence[float],
+    angle: float,
+    translate: Sequence[float],
+    scale: float,
+    shear: Sequence[float],
+) -> list[float]:
+    """torchvision's inverse affine matrix (output to input coordinates): a rotation by
+    ``angle`` and shear about ``center``, scaled, then translated; the same float64 steps."""
+    rot = math.radians(angle)
+    sx, sy = math.radians(shear[0]), math.radians(shear[1])
+    cx, cy = center
+    tx, ty = translate
+    a = math.cos(rot - sy) / math.cos(sy)
+    b = -math.cos(rot - sy) * math.tan(sx) / math.cos(sy) - math.sin(rot)
+    c = math.sin(rot - sy) / math.cos(sy)
+    d = -math.sin(rot - sy) * math.tan(sx) / math.cos(sy) + math.cos(rot)
+    matrix = [x / scale for x in (d, -b, 0.0, -c, a, 0.0)]
+    matrix[2] += matrix[0] * (-cx - tx) + matrix[1] * (-cy - ty)
+    matrix[5] += matrix[3] * (-cx - tx) + matrix[4] * (-cy - ty)
+    matrix[2] += cx
+    matrix[5] += cy
+    return matrix
+
+
+def _grid_mode(interpolation: Any) -> bool:
+    """True for nearest, False for bilinear: the modes of the tensor (array) path."""
+    mode = interpolation_mode(interpolation)
+    if mode not in (InterpolationMode.NEAREST, InterpolationMode.BILINEAR):
+        raise ValueError(f"Interpolation mode '{mode.value}' is unsupported with NumPy arrays")
+    return mode == InterpolationMode.NEAREST
+
+
+def _array_fill(fill: Any, channels: int) -> list[float] | None:
+    if fill is None:
+        return None
+    if isinstance(fill, (int, float)):
+        return [float(fill)] * channels
+    values = [float(f) for f in fill]
+    if len(values) not in (1, channels):
+        raise ValueError(
+            "The number of elements in 'fill' cannot broadcast to match the number of channels "
+            f"of the image ({len(values)} != {channels})"
+        )
+    return values
+
+
+def affine(
+    img: Any,
+    angle: float,
+    translate: Sequence[int],
+    scale: float,
+    shear: Any,
+    interpolation: Any = InterpolationMode.NEAREST,
+    fill: Any = None,
+    center: Sequence[int] | None = None,
+) -> Any:
+    """An affine transform keeping the image size: rotation by ``angle`` degrees about the
+    centre (or ``center``), ``translate`` (dx, dy) pixels, ``scale``, ``shear`` degrees (one
+    value or (x, y)). A PIL image goes through Pillow's transform as torchvision's does; an
+    array is sampled as torchvision samples a tensor (nearest or bilinear)."""
+    _check_image(img)
+    if not isinstance(angle, (int, float)):
+        raise TypeError("Argument angle should be int or float")
+    if not isinstance(translate, (list, tuple)):
+        raise TypeError("Argument translate should be a sequence")
+    if len(translate) != 2:
+        raise ValueError("Argument translate should be a sequence of length 2")
+    if scale <= 0.0:
+        raise ValueError("Argument scale should be positive")
+    if isinstance(shear, numbers.Number):
+        shear = [shear, 0.0]
+    if not isinstance(shear, (list, tuple)):
+        raise TypeError("Shear should be either a single value or a sequence of two values")
+    shear = [shear[0], shear[0]] if len(shear) == 1 else list(shear)
+    if len(shear) != 2:
+        raise ValueError(f"Shear should be a sequence containing two values. Got {shear}")
+    if center is not None and not isinstance(center, (list, tuple)):
+        raise TypeError("Argument center should be a sequence")
+    channels, height, width = get_dimensions(img)
+    if _is_pil(img):
+        pivot = [width * 0.5, height * 0.5] if center is None else center
+        matrix = inverse_affine_matrix(pivot, float(angle), translate, scale, shear)
+        return _pil.affine(img, matrix, pil_filter(interpolation), fill)
+    offset = (
+        [0.0, 0.0]
+        if center is None
+        else [c - s * 0.5 for c, s in zip(center, [width, height], strict=True)]
+    )
+    matrix = inverse_affine_matrix(offset, float(angle), [1.0 * t for t in translate], scale, shear)
+    nearest = _grid_mode(interpolation)
+    return _array.affine_grid_sample(img, matrix, nearest, _array_fill(fill, channels))
+
+
+def rotate(
+    img: Any,
+    angle: float,
+    interpolation: Any = InterpolationMode.NEAREST,
+    expand: bool = False,
+    center: Sequence[int] | None = None,
+    fill: Any = None,
+) -> Any:
+    """Rotate by ``angle`` degrees counter-clockwise about the centre (or ``center``);
+    ``expand`` enlarges the output to hold the whole rotated image."""
+    _check_image(img)
+    if not isinstance(angle, (int, float)):
+        raise TypeError("Argument angle should be int or float")
+    if center is not None and not isinstance(center, (list, tuple)):
+        raise TypeError("Argument center should be a sequence")
+    if _is_pil(img):
+        return _pil.rotate(img, angle, pil_filter(interpolation), expand, center, fill)
+    channels, height, width = get_dimensions(img)
+    offset = (
+        [0.0, 0.0]
+        if center is None
+        else [c - s * 0.5 for c, s in zip(center, [width, height], strict=True)]
+    )
+    matrix = inverse_affine_matrix(offset, -angle, [0.0, 0.0], 1.0, [0.0, 0.0])
+    size = _expanded_size(matrix, width, height) if expand else (height, width)
+    nearest = _grid_mode(interpolation)
+    return _array.affine_grid_sample(img, matrix, nearest, _array_fill(fill, channels), size)
+
+
+def _expanded_size(matrix: list[float], width: int, height: int) -> tuple[int, int]:
+    """(height, width) holding the rotated corners, as torchvision computes it (float32,
+    truncated to 1e-4 before rounding out)."""
+    corners = np.array(
+        [[-0.5 * width, -0.5 * height, 1.0], [-0.5 * width, 0.5 * height, 1.0],
+         [0.5 * width, 0.5 * height, 1.0], [0.5 * width, -0.5 * height, 1.0]],
+        dtype=np.float32,
+    )  # fmt: skip
+    moved = corners @ np.asarray(matrix, dtype=np.float32).reshape(2, 3).T
+    shift = np.array([width * 0.5, height * 0.5], dtype=np.float32)
+    tol = np.float32(1e-4)
+    high = np.ceil(np.trunc((moved.max(axis=0) + shift) / tol) * tol)
+    low = np.floor(np.trunc((moved.min(axis=0) + shift) / tol) * tol)
+    size = high - low
+    return int(size[1]), int(size[0])
+
+
+_INT_MAX = {np.dtype(np.uint8): 255, np.dtype(np.int16): 32767, np.dtype(np.int32): 2**31 - 1}
+
+
+def to_dtype(img: Any, dtype: Any, scale: bool = False) -> Any:
+    """torchvision v2's ``to_dtype`` on an array image: the values converted to ``dtype``, and
+    with ``scale`` mapped between the integer range and [0, 1] (PIL images pass through)."""
+    if _is_pil(img):
+        return img
+    if not isinstance(img, np.ndarray):
+        raise TypeError(f"img should be a NumPy array, got {type(img).__name__}")
+    target = np.dtype(dtype)
+    if not scale or img.dtype == target:
+        return img.astype(target)
+    source_float = np.issubdtype(img.dtype, np.floating)
+    target_float = np.issubdtype(target, np.floating)
+    if source_float and target_float:
+        return img.astype(target)
+    if source_float:
+        if target not in _INT_MAX:
+            raise TypeError(f"scaling {img.dtype} to {target} is not supported")
+        return (img * (_INT_MAX[target] + 1.0 - 1e-3)).astype(target)
+    if img.dtype not in _INT_MAX:
+        raise TypeError(f"scaling {img.dtype} to {target} is not supported")
+    if target_float:  # torchvision multiplies by the reciprocal of the integer range
+        return img.astype(target) * target.type(1.0 / _INT_MAX[img.dtype])
+    if target not in _INT_MAX:
+        raise TypeError(f"scaling {img.dtype} to {target} is not supported")
+    bits = {255: 8, 32767: 15, 2**31 - 1: 31}
+    shift = bits[_INT_MAX[target]] - bits[_INT_MAX[img.dtype]]
+    wide = img.astype(np.int64)
+    return (wide << shift if shift > 0 else wide >> -shift).astype(target)

@@ -33,6 +33,12 @@ class GlobalNumPyRNG:
     def permutation(self, n: int) -> np.ndarray:
         return np.random.permutation(n)
 
+    def standard_normal(self, size: Any = None, dtype: Any = np.float64) -> Any:
+        return np.random.standard_normal(size).astype(dtype)
+
+    def beta(self, a: float, b: float) -> float:
+        return float(np.random.beta(a, b))
+
 
 GLOBAL_RNG = GlobalNumPyRNG()
 

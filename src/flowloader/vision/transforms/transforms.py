@@ -99,6 +99,9 @@ class CenterCrop(_Repr):
 
 
 class Pad(_Repr):
+    """Pad the image's borders by ``padding`` pixels with ``fill``, or by ``padding_mode``
+    ("constant", "edge", "reflect", "symmetric"), as torchvision's ``Pad``."""
+
     _fields = ("padding", "fill", "padding_mode")
 
     def __init__(self, padding: Any, fill: Any = 0, padding_mode: str = "constant") -> None:
@@ -121,6 +124,9 @@ class Lambda(_Repr):
 
 
 class Grayscale(_Repr):
+    """Convert the image to grey with ``num_output_channels`` (1 or 3) channels, as
+    torchvision's ``Grayscale``."""
+
     _fields = ("num_output_channels",)
 
     def __init__(self, num_output_channels: int = 1) -> None:
