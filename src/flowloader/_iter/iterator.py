@@ -498,14 +498,15 @@ class DataLoaderIterator:
 
     def _end_epoch(self) -> None:
         """The epoch ran out: non-persistent workers stop; the pools keep what the next
-        epoch's pipeline needs (prefetch_factor per worker, and the loop's batch)."""
+        epoch's pipeline needs (prefetch_factor per worker, and the loop's batches: the one
+        it holds and the one it lets go of as the next arrives)."""
         self._source_exhausted = True
         plan = self._plan
         if not plan.persistent_workers:
             self.shutdown()
         prefetch = plan.prefetch_factor or 1
         if plan.thread_blocks is not None and plan.worker_method == "thread":
-            plan.thread_blocks.keep_at_most(prefetch * max(plan.num_workers, 1) + 1)
+            plan.thread_blocks.keep_at_most(prefetch * max(plan.num_workers, 1) + 2)
         trim_pools = getattr(self._transport, "trim_pools", None)
         if plan.persistent_workers and trim_pools is not None and not self.closed:
             trim_pools(prefetch)

@@ -121,7 +121,7 @@ class BlockPool:
 
     def keep_at_most(self, count: int) -> None:
         """Drop free blocks, the oldest first, beyond ``count`` blocks in all (those lent
-        included): after an epoch, the pipeline needs ``prefetch_factor x workers + 1``."""
+        included): after an epoch, the pipeline needs ``prefetch_factor x workers + 2``."""
         with self._lock:
             while self.free and len(self.free) + self.lent > count:
                 self.free.popleft()
