@@ -3,10 +3,12 @@ as torchtitan's trainer builds it, iterated through the trainer's own batch gene
 checkpointed with torch.distributed.checkpoint and resumed on the same and on other
 data-parallel degrees, every packed row once.
 
-torchtitan needs a newer torch than CI's; where it does not import, the tests that need it
-skip. Data-parallel ranks are simulated in one process (a loader per rank, with explicit
-``dp_rank`` / ``dp_world_size``, as the trainer passes them): the state is the same on every
-rank, and DCP keeps one copy of it, so one rank's save stands for the job's."""
+torchtitan pins datasets < 4.8, below what the tables' tests need, so CI runs these in an
+environment of its own (the ``titan-test`` extra, beside torch 2.13); elsewhere, where it does
+not import, the tests that need it skip. Data-parallel ranks are simulated in one process (a
+loader per rank, with explicit ``dp_rank`` / ``dp_world_size``, as the trainer passes them):
+the state is the same on every rank, and DCP keeps one copy of it, so one rank's save stands
+for the job's."""
 
 from __future__ import annotations
 
