@@ -8,6 +8,7 @@ draws from its global RNG, so ``np.random.seed`` makes an unseeded pipeline repr
 
 from __future__ import annotations
 
+import base64
 import copy
 import random
 from typing import Any
@@ -82,11 +83,25 @@ def generator_state(generator: Any) -> dict[str, Any]:
         return {"kind": "numpy", "state": copy.deepcopy(generator.bit_generator.state)}
     if generator is None:
         state = np.random.get_state(legacy=False)
-        state["state"] = {"key": state["state"]["key"].tolist(), "pos": int(state["state"]["pos"])}
+        key = _text_of(state["state"]["key"].astype("<u4"))
+        state["state"] = {"key": key, "pos": int(state["state"]["pos"])}
         return {"kind": "numpy-global", "state": state}
     if _torch.is_generator(generator):
-        return {"kind": "torch", "state": generator.get_state().tolist()}
+        return {"kind": "torch", "state": _text_of(generator.get_state().numpy())}
     raise TypeError(f"cannot checkpoint a generator of type {type(generator).__name__}")
+
+
+def _text_of(values: np.ndarray) -> str:
+    """A generator's state words as base64 text: a third of the JSON list of their numbers
+    (MT19937's 624 words are 3.3 KB, not 7.3 KB; torch's 5,056 bytes 6.7 KB, not 18 KB)."""
+    return base64.b64encode(values.tobytes()).decode("ascii")
+
+
+def _array_of(saved: str | list[int], dtype: Any) -> np.ndarray:
+    """The words :func:`_text_of` wrote, or the list of numbers states saved before it."""
+    if isinstance(saved, str):
+        return np.frombuffer(base64.b64decode(saved), dtype=dtype)
+    return np.asarray(saved, dtype=dtype)
 
 
 def generator_kind(generator: Any) -> str:
@@ -105,12 +120,12 @@ def restore_generator(generator: Any, saved: dict[str, Any]) -> None:
         generator.bit_generator.state = copy.deepcopy(saved["state"])
     elif kind == "numpy-global" and generator is None:
         state = copy.deepcopy(saved["state"])
-        state["state"]["key"] = np.asarray(state["state"]["key"], dtype=np.uint32)
+        state["state"]["key"] = _array_of(state["state"]["key"], "<u4").astype(np.uint32)
         np.random.set_state(state)
     elif kind == "torch" and _torch.is_generator(generator):
         torch = _torch.imported_torch()
         assert torch is not None
-        generator.set_state(torch.tensor(saved["state"], dtype=torch.uint8))
+        generator.set_state(torch.from_numpy(_array_of(saved["state"], np.uint8).copy()))
     else:
         raise ValueError(
             f"the state was saved with a {kind} generator, but this loader's generator is "

@@ -3,6 +3,7 @@ identical batches afterwards, whatever num_workers before and after."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -81,6 +82,30 @@ def test_round_trip_without_a_seed_follows_numpy_global_state() -> None:
         return fl.DataLoader(Augmented(20), batch_size=3, shuffle=True, num_workers=workers)
 
     round_trip(make, 1, 2, 0, 2)
+
+
+def test_numpy_s_global_generator_is_saved_as_text_and_its_old_list_form_still_loads() -> None:
+    def make() -> fl.DataLoader:
+        return fl.DataLoader(list(range(100)), batch_size=8, shuffle=True)
+
+    np.random.seed(3)
+    loader = make()
+    iterator = iter(loader)
+    next(iterator)
+    state = loader.state_dict()
+    rest = [batch.tolist() for batch in iterator]
+    key = state["generator"]["state"]["state"]["key"]
+    assert isinstance(key, str)  # 624 words as base64 text, a third of them as numbers
+    assert len(json.dumps(state)) < 8000
+    old = json.loads(json.dumps(state))  # as states were saved before: the words as numbers
+    for part in (old["generator"], old["sampler"]["generator"]):
+        words = np.frombuffer(base64.b64decode(part["state"]["state"]["key"]), "<u4")
+        part["state"]["state"]["key"] = words.tolist()
+    for saved in (state, old):
+        np.random.seed(99)  # another job's global state: the saved one replaces it
+        resumed = make()
+        resumed.load_state_dict(saved)
+        assert [batch.tolist() for batch in resumed] == rest
 
 
 def test_round_trip_with_random_transforms_and_a_sampler() -> None:
