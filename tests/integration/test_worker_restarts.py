@@ -87,13 +87,14 @@ def test_workers_killed_from_outside_every_epoch_are_replaced(persistent) -> Non
     reference = loader()
     expected = [[b["label"].tolist() for b in reference] for _ in range(2)]
     killing = loader(num_workers=2, max_worker_restarts=4, persistent_workers=persistent)
-    for epoch in range(2):
-        iterator = iter(killing)
-        with pytest.warns(RuntimeWarning, match="restarting it"):
-            labels = take_killing_workers(iterator, at=(1, 5))
-        assert labels == expected[epoch]
-        # (a death noticed only after an epoch's last batch arrived counts in the next one)
-        assert iterator.stats().worker_restarts >= 1
+    with pytest.warns(RuntimeWarning, match="restarting it") as warned:
+        epochs = [take_killing_workers(iter(killing), at=(1, 5)) for _ in range(2)]
+    assert epochs == expected
+    # A kill is a restart where the worker still had batches to load. On a busy machine a
+    # worker may have loaded all of its batches before the loop killed it (the loop is
+    # slow, the epoch short): then nothing is lost and nothing restarted in that epoch, or
+    # the death is noticed at the next one's start. Each restart is warned once.
+    assert 1 <= sum("restarting it" in str(w.message) for w in warned) <= 4
     if persistent:
         killing._iterator.shutdown()
 
