@@ -67,6 +67,7 @@ def test_mnist_example(tmp_path) -> None:
 
 
 @pytest.mark.torch
+@pytest.mark.slow  # a torchrun job of 2 ranks (about 10 s): once, in CI's slow stage
 @pytest.mark.timeout(300)
 def test_imagenet_example_under_torchrun(tmp_path) -> None:
     pytest.importorskip("torch")
