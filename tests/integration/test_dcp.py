@@ -165,6 +165,7 @@ def saved(tmp_path_factory) -> tuple[str, list[dict]]:
     return directory, run_job("save", 2, directory)
 
 
+@pytest.mark.slow  # three gloo jobs (about 17 s): once, in CI's slow stage, beside 1 -> 3
 @pytest.mark.timeout(120)
 def test_dcp_save_then_load_in_a_new_job_on_two_ranks_then_on_one(saved) -> None:
     directory, first = saved

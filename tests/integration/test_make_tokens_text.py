@@ -74,6 +74,7 @@ def tokenize(folder, source: str, output: str, *options: str) -> subprocess.Comp
     )
 
 
+@pytest.mark.slow  # every format at 0-2 workers (about 10 s): once, in CI's slow stage
 def test_every_format_and_worker_count_writes_the_same_bytes(corpus) -> None:
     folder, documents, tokenizer = corpus
     eos = tokenizer.token_to_id("<eos>")
@@ -186,6 +187,7 @@ def children(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # a parallel run killed and resumed (about 10 s): once, in CI's slow stage
 def test_a_killed_parallel_run_resumes_to_the_same_bytes_and_leaves_no_worker(
     corpus, tmp_path
 ) -> None:

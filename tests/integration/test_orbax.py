@@ -121,6 +121,7 @@ def run_job(name: str, processes: int, directory: str) -> list[dict]:
     return outputs
 
 
+@pytest.mark.slow  # three JAX jobs (about 12 s): once, in CI's slow stage
 @pytest.mark.timeout(180)
 def test_orbax_composite_save_on_two_processes_restores_on_two_and_one(tmp_path) -> None:
     directory = str(tmp_path)

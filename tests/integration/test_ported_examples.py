@@ -43,7 +43,8 @@ def test_ported_mnist_example_reaches_its_test_line(tmp_path, workers) -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("distributed", [False, True])
+# distributed: a torchrun job of 2 ranks, once in CI's slow stage
+@pytest.mark.parametrize("distributed", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_ported_imagenet_example_reaches_its_accuracy_line(tmp_path, distributed) -> None:
     pytest.importorskip("torch")
     make_image_folder(str(tmp_path / "train"), num_classes=3, images_per_class=12, size=(320, 240))
