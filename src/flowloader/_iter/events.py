@@ -39,6 +39,18 @@ class Assignment:
     epoch: int = 0
     batch: int = 0  # its number in the epoch's order (Epoch.batch_number): batch_rng's seed
 
+    def task(self, generation: int) -> messages.Task:
+        """The Task a thread worker or a Ray actor is handed for it (process workers' tasks
+        travel as tuples, with the releases that ride along)."""
+        return messages.Task(
+            generation,
+            self.task_id,
+            self.indices,
+            epoch_seed=self.epoch_seed,
+            epoch=self.epoch,
+            batch=self.batch,
+        )
+
 
 @dataclass(slots=True)
 class Loaded:

@@ -190,15 +190,7 @@ class RayTransport:
 
     def send(self, assignments: list[Assignment]) -> None:
         for a in assignments:
-            task = messages.Task(
-                self._generation,
-                a.task_id,
-                a.indices,
-                epoch_seed=a.epoch_seed,
-                epoch=a.epoch,
-                batch=a.batch,
-            )
-            self._send_task(a.worker_id, task)
+            self._send_task(a.worker_id, a.task(self._generation))
 
     def _send_task(self, worker_id: int, task: messages.Task) -> None:
         ref = self._actors[worker_id].run.remote(task)

@@ -88,15 +88,7 @@ class ThreadTransport:
 
     def send(self, assignments: list[Assignment]) -> None:
         for a in assignments:
-            task = messages.Task(
-                self._generation,
-                a.task_id,
-                a.indices,
-                epoch_seed=a.epoch_seed,
-                epoch=a.epoch,
-                batch=a.batch,
-            )
-            self._tasks[a.worker_id].put(task)
+            self._tasks[a.worker_id].put(a.task(self._generation))
 
     def receive(self, timeout: float | None) -> list[Event]:
         results = self._results
