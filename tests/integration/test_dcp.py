@@ -9,14 +9,13 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import socket
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 import flowloader as fl
+from tests.integration.local_ranks import free_port, run_processes, write_output
 from tests.integration.packed_tokens import every_token, packed_rows, row_tokens, write_sources
 
 pytest.importorskip("torch")
@@ -118,37 +117,21 @@ def job(name: str, directory: str) -> dict[str, object]:
 
 def run_job(name: str, world: int, directory: str) -> list[dict]:
     """Start ``world`` ranks of this file on 127.0.0.1; every rank's output, by rank."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    base = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([root, *sys.path]),
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(port),
-        "WORLD_SIZE": str(world),
-        "GLOO_SOCKET_IFNAME": "lo",
-        "OMP_NUM_THREADS": "1",
-    }
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, __file__, name, directory],
-            env={**base, "RANK": str(rank)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in range(world)
-    ]
-    logs = [rank.communicate(timeout=60)[0] for rank in ranks]
-    for rank, log in zip(ranks, logs, strict=True):
-        assert rank.returncode == 0, log[-3000:]
-    outputs = []
-    for rank in range(world):
-        with open(f"{directory}/{name}-{rank}.json") as f:
-            outputs.append(json.load(f))
-    return outputs
+    port = free_port()
+    return run_processes(
+        __file__,
+        name,
+        directory,
+        world,
+        env={
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "WORLD_SIZE": str(world),
+            "GLOO_SOCKET_IFNAME": "lo",
+        },
+        env_of=lambda rank: {"RANK": str(rank)},
+        timeout_s=60,
+    )
 
 
 def sources(directory: str) -> list:
@@ -370,9 +353,7 @@ if __name__ == "__main__":
 
     dist.init_process_group("gloo", init_method="env://")
     name, directory = sys.argv[1], sys.argv[2]
-    result = job(name, directory)
-    with open(f"{directory}/{name}-{dist.get_rank()}.json", "w") as f:
-        json.dump(result, f)
+    write_output(directory, name, dist.get_rank(), job(name, directory))
     dist.destroy_process_group()
     # torch 2.13's teardown now and then aborts after Python has finished ("terminate called
     # without an active exception", no Python frame left): the job is done, skip it

@@ -8,14 +8,12 @@ writing what it delivered to ``DIR/JOB-<index>.json``."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
 
 import pytest
 
 import flowloader as fl
+from tests.integration.local_ranks import free_port, run_processes, write_output
 
 pytest.importorskip("jax")
 pytest.importorskip("grain")  # pip install -e ".[checkpoint-test]"
@@ -91,34 +89,16 @@ def job(name: str, directory: str) -> dict[str, object]:
 
 def run_job(name: str, processes: int, directory: str) -> list[dict]:
     """Start ``processes`` JAX processes of this file on 127.0.0.1; their outputs, by index."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([root, *sys.path]),
-        "JAX_PLATFORMS": "cpu",
-        "OMP_NUM_THREADS": "1",
-    }
-    started = [
-        subprocess.Popen(
-            [sys.executable, __file__, name, directory, str(port), str(index), str(processes)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for index in range(processes)
-    ]
-    logs = [process.communicate(timeout=90)[0] for process in started]
-    for process, log in zip(started, logs, strict=True):
-        assert process.returncode == 0, log[-3000:]
-    outputs = []
-    for index in range(processes):
-        with open(f"{directory}/{name}-{index}.json") as f:
-            outputs.append(json.load(f))
-    return outputs
+    port = free_port()
+    return run_processes(
+        __file__,
+        name,
+        directory,
+        processes,
+        env={"JAX_PLATFORMS": "cpu"},
+        argv_of=lambda index: [str(port), str(index), str(processes)],
+        timeout_s=90,
+    )
 
 
 @pytest.mark.slow  # three JAX jobs (about 12 s): once, in CI's slow stage
@@ -190,7 +170,5 @@ if __name__ == "__main__":
 
     name, directory, port, index, count = sys.argv[1:6]
     jax.distributed.initialize(f"127.0.0.1:{port}", int(count), int(index))
-    result = job(name, directory)
-    with open(f"{directory}/{name}-{jax.process_index()}.json", "w") as f:
-        json.dump(result, f)
+    write_output(directory, name, jax.process_index(), job(name, directory))
     jax.distributed.shutdown()
