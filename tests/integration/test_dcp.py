@@ -15,23 +15,19 @@ import numpy as np
 import pytest
 
 import flowloader as fl
-from tests.integration.local_ranks import free_port, run_processes, write_output
+from tests.integration.checkpoint_jobs import (
+    BATCH,
+    N,
+    Noisy,
+    free_port,
+    run_processes,
+    take,
+    write_output,
+)
 from tests.integration.packed_tokens import every_token, packed_rows, row_tokens, write_sources
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
-
-N, BATCH = 128, 4
-
-
-class Noisy(fl.Dataset):
-    """Sample i: (i, a draw from sample i's generator): the loader's seed shows in every batch."""
-
-    def __len__(self) -> int:
-        return N
-
-    def __getitem__(self, index: int) -> tuple[int, float]:
-        return index, float(fl.sample_rng().random())
 
 
 def build(seed: int | None = 0, length: int = N, **options: object) -> fl.DataLoader:
@@ -47,10 +43,6 @@ def packed(directory: str) -> fl.DataLoader:
     rows = packed_rows([TokenDataset(f"{directory}/s{k}.bin") for k in range(3)], 64, True)
     sampler = fl.DistributedSampler(rows, seed=5)
     return fl.DataLoader(rows, batch_size=4, sampler=sampler, generator=0)
-
-
-def take(iterator: object, steps: int) -> list[list]:
-    return [[b.tolist() for b in next(iterator)] for _ in range(steps)]  # type: ignore[call-overload]
 
 
 def job(name: str, directory: str) -> dict[str, object]:

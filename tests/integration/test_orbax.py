@@ -13,33 +13,25 @@ import sys
 import pytest
 
 import flowloader as fl
-from tests.integration.local_ranks import free_port, run_processes, write_output
+from tests.integration.checkpoint_jobs import (
+    BATCH,
+    N,
+    Noisy,
+    free_port,
+    run_processes,
+    take,
+    write_output,
+)
 
 pytest.importorskip("jax")
 pytest.importorskip("grain")  # pip install -e ".[checkpoint-test]"
 pytest.importorskip("orbax.checkpoint")
-
-N, BATCH = 128, 4
-
-
-class Noisy(fl.Dataset):
-    """Sample i: (i, a draw from sample i's generator): the loader's seed shows in every batch."""
-
-    def __len__(self) -> int:
-        return N
-
-    def __getitem__(self, index: int) -> tuple[int, float]:
-        return index, float(fl.sample_rng().random())
 
 
 def build() -> fl.DataLoader:
     dataset = Noisy()
     sampler = fl.DistributedSampler(dataset, seed=3)  # rank and world from jax.distributed
     return fl.DataLoader(dataset, batch_size=BATCH, sampler=sampler, generator=0)
-
-
-def take(iterator: object, steps: int) -> list[list]:
-    return [[b.tolist() for b in next(iterator)] for _ in range(steps)]  # type: ignore[call-overload]
 
 
 def global_batch(local: object) -> dict[str, list]:

@@ -1,4 +1,5 @@
-"""Jobs of several processes of one test file on 127.0.0.1 (DCP's gloo ranks, JAX
+"""What the checkpoint-stack tests (test_dcp, test_orbax) share: the dataset their loaders
+read, and jobs of several processes of one test file on 127.0.0.1 (DCP's gloo ranks, JAX
 processes): each process runs the file as a script, ``name`` and ``directory`` its first
 arguments, and writes its output as JSON (:func:`write_output`), read back by index."""
 
@@ -11,6 +12,26 @@ import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
+
+import flowloader as fl
+
+N, BATCH = 128, 4
+
+
+class Noisy(fl.Dataset):
+    """Sample i: (i, a draw from sample i's generator): the loader's seed shows in every batch."""
+
+    def __len__(self) -> int:
+        return N
+
+    def __getitem__(self, index: int) -> tuple[int, float]:
+        return index, float(fl.sample_rng().random())
+
+
+def take(iterator: object, steps: int) -> list[list]:
+    """The next ``steps`` batches of ``iterator``, as lists."""
+    return [[b.tolist() for b in next(iterator)] for _ in range(steps)]  # type: ignore[call-overload]
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
