@@ -136,16 +136,32 @@ def cluster() -> Iterator[LocalCluster]:
 
 def live_loader_actors() -> list[str]:
     """The loader's actors that Ray does not list as dead."""
-    return [
-        actor_id
+    return list(_live_loader_actors())
+
+
+def _live_loader_actors() -> dict[str, dict[str, Any]]:
+    return {
+        actor_id: actor
         for actor_id, actor in ray._private.state.actors().items()
         if actor["State"] != "DEAD" and "RayWorker" in str(actor.get("ActorClassName", ""))
-    ]
+    }
+
+
+def _described(actors: dict[str, dict[str, Any]]) -> str:
+    """Each actor's state and node, for an assertion's message."""
+    alive = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+    lines = []
+    for actor_id, actor in actors.items():
+        node = actor.get("Address", {}).get("NodeID", "") or ""
+        where = f"node {node[:12]} ({'alive' if node in alive else 'dead'})" if node else "no node"
+        lines.append(f"{actor_id}: {actor['State']} on {where}, pid {actor.get('Pid')}")
+    return "; ".join(lines)
 
 
 @pytest.fixture(autouse=True)
 def no_actor_left(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every test leaves no loader actor alive (once its loaders are dropped)."""
+    """Every test leaves no loader actor alive (once its loaders are dropped). Actors left
+    are killed here, after the test fails, so that they fail no later test."""
     yield
     if "cluster" not in request.fixturenames:
         return
@@ -153,8 +169,21 @@ def no_actor_left(request: pytest.FixtureRequest) -> Iterator[None]:
     import time
 
     gc.collect()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30  # a loaded machine: Ray reports kills in seconds
     while live_loader_actors() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not live_loader_actors(), "loader actors left alive"
+    left = _live_loader_actors()
+    for actor_id in left:
+        _kill(actor_id)
+    assert not left, f"loader actors left alive: {_described(left)}"
     assert_loopback_cluster()
+
+
+def _kill(actor_id: str) -> None:
+    """Kill an actor known only by its id (the loader that held its handle is gone)."""
+    from ray._raylet import ActorID
+
+    try:
+        ray._private.worker.global_worker.core_worker.kill_actor(ActorID.from_hex(actor_id), True)
+    except Exception as error:  # an actor this driver does not know: say so, go on
+        print(f"could not kill actor {actor_id}: {error}")

@@ -194,11 +194,14 @@ def settled_object_store_objects(at_most: int, timeout_s: float = 5.0) -> int:
 
 @pytest.mark.parametrize("persistent", [False, True])
 def test_the_object_store_stays_flat_over_20_epochs(cluster, persistent) -> None:
+    # What earlier tests left: copies that nobody references, which Ray evicts only when it
+    # needs the room (a CI run found one after the node-loss tests, listed by nobody).
+    before = settled_object_store_objects(at_most=0)
     data = loader(Large(), batch_size=16, persistent_workers=persistent)
     during, after = [], []
     # Between epochs only what the loader keeps while its actors live: the workers'
     # configuration, put once for all actors (a copy on the driver's node and on theirs).
-    kept = 2 if persistent else 0
+    kept = before + (2 if persistent else 0)
     for _ in range(20):
         total = 0.0
         for batch in data:
@@ -210,9 +213,9 @@ def test_the_object_store_stays_flat_over_20_epochs(cluster, persistent) -> None
     assert after == [kept] * 20
     # In flight: the prefetch budget (2 workers x 2) and the batch held, each a copy on an
     # actor's node and on the driver's, and the configuration's two.
-    assert max(during) <= 2 * (4 + 1) + 2, during
+    assert max(during) <= before + 2 * (4 + 1) + 2, during
     del data
-    assert settled_object_store_objects(at_most=0) == 0
+    assert settled_object_store_objects(at_most=before) <= before
 
 
 def test_an_actor_killed_mid_epoch_is_replaced_and_nothing_is_lost(cluster) -> None:
@@ -257,6 +260,7 @@ def test_a_node_killed_mid_epoch_is_replaced_and_nothing_is_lost(cluster) -> Non
 
 
 def test_nothing_is_left_when_the_driver_is_killed(cluster, tmp_path) -> None:
+    before = settled_object_store_objects(at_most=0)  # what earlier tests left (see above)
     script = tmp_path / "driver.py"
     script.write_text(
         textwrap.dedent(
@@ -299,7 +303,8 @@ def test_nothing_is_left_when_the_driver_is_killed(cluster, tmp_path) -> None:
     assert live_loader_actors() == []
     # The dead driver's objects too, freed once Ray has seen the driver die: seconds more
     # than an ordinary free on a loaded machine (a CI rehearsal saw 1 left after 5 s).
-    assert settled_object_store_objects(at_most=0, timeout_s=30.0) == 0, object_store_report()
+    left = settled_object_store_objects(at_most=before, timeout_s=30.0)
+    assert left <= before, object_store_report()
 
 
 def run_driver(tmp_path, code: str) -> subprocess.CompletedProcess:
