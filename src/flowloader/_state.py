@@ -16,6 +16,8 @@ __all__ = [
     "Position",
     "build",
     "check_resumable",
+    "compact",
+    "expanded",
     "fixed_form",
     "from_fixed_form",
     "generator_state",
@@ -31,6 +33,45 @@ __all__ = [
 #    settings (flowloader.order.describe), not their class names; "samples_before" counts
 #    what earlier runs read of an epoch regrouped into another batch size
 STATE_VERSION = 3
+
+
+# A sampler that draws from the loader's generator (PyTorch's shuffle=True hands it the
+# loader's), or that shares NumPy's global one with it (generator=None), snapshots the same
+# state at the epoch's start: a state holds it once, under "generator" (NumPy's global
+# generator is 3.3 KB of state words, a torch.Generator's 6.7 KB), and a reference in the
+# sampler's place.
+_AS_THE_LOADERS = "as the loader's generator"
+
+
+def compact(state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` with the sampler's copies of the loader's generator state replaced by a
+    reference to it (:func:`expanded` puts them back)."""
+    generator = state.get("generator")
+    if not isinstance(generator, dict):
+        return state
+    reference = {"kind": generator.get("kind"), "state": _AS_THE_LOADERS}
+    return {**state, "sampler": _replaced(state.get("sampler"), generator, reference)}
+
+
+def expanded(state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` with :func:`compact`'s references replaced by the loader's generator state
+    (a state without them, older ones too, is returned as it is)."""
+    generator = state.get("generator")
+    if not isinstance(generator, dict):
+        return state
+    reference = {"kind": generator.get("kind"), "state": _AS_THE_LOADERS}
+    return {**state, "sampler": _replaced(state.get("sampler"), reference, generator)}
+
+
+def _replaced(value: Any, old: Any, new: Any) -> Any:
+    """``value`` with every part equal to ``old`` replaced by ``new``."""
+    if value == old:
+        return new
+    if isinstance(value, dict):
+        return {key: _replaced(part, old, new) for key, part in value.items()}
+    if isinstance(value, list):
+        return [_replaced(part, old, new) for part in value]
+    return value
 
 
 def sampler_state(sampler: Any) -> Any:
@@ -211,7 +252,7 @@ def build(
         else:
             read = order.read_state(plan.index_sampler, sampler, batches_yielded)
         state["order"] = {"sampler": read, "dataset": order.order_state(plan.dataset)}
-    return state
+    return compact(state)
 
 
 @dataclass

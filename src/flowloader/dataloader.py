@@ -281,7 +281,7 @@ class DataLoader(Generic[T_co]):
         the rest of this epoch and every later one come out as they would have; ``num_workers``
         may differ. Valid at any point, also between epochs. See docs/design/checkpoint.md."""
         if self._resume is not None:
-            return copy.deepcopy(self._resume)
+            return _state.compact(copy.deepcopy(self._resume))
         position = self._last_position
         if position is not None and not position.exhausted:
             return position.state()
@@ -311,6 +311,8 @@ class DataLoader(Generic[T_co]):
         """
         if _state.is_fixed_form(state):
             state = _state.from_fixed_form(state, world_or_single()[1])
+        if isinstance(state, dict):
+            state = _state.expanded(state)
         before = order.epoch_of(self.dataset)
         if isinstance(state, dict) and isinstance(state.get("epoch"), int):
             order.hand_epoch(self.dataset, state["epoch"])  # its items as in the saved epoch

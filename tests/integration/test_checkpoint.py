@@ -4,6 +4,7 @@ identical batches afterwards, whatever num_workers before and after."""
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import os
 import subprocess
@@ -96,16 +97,34 @@ def test_numpy_s_global_generator_is_saved_as_text_and_its_old_list_form_still_l
     rest = [batch.tolist() for batch in iterator]
     key = state["generator"]["state"]["state"]["key"]
     assert isinstance(key, str)  # 624 words as base64 text, a third of them as numbers
-    assert len(json.dumps(state)) < 8000
-    old = json.loads(json.dumps(state))  # as states were saved before: the words as numbers
-    for part in (old["generator"], old["sampler"]["generator"]):
-        words = np.frombuffer(base64.b64decode(part["state"]["state"]["key"]), "<u4")
-        part["state"]["state"]["key"] = words.tolist()
+    # The sampler draws from the same global generator: its state is saved once.
+    assert state["sampler"]["generator"]["state"] == "as the loader's generator"
+    assert len(json.dumps(state)) < 4096
+    old = json.loads(json.dumps(state))  # as states were saved before: the words as numbers,
+    words = np.frombuffer(base64.b64decode(key), "<u4")  # in the loader's part and the sampler's
+    old["generator"]["state"]["state"]["key"] = words.tolist()
+    old["sampler"]["generator"] = copy.deepcopy(old["generator"])
     for saved in (state, old):
         np.random.seed(99)  # another job's global state: the saved one replaces it
         resumed = make()
         resumed.load_state_dict(saved)
         assert [batch.tolist() for batch in resumed] == rest
+
+
+def test_numpy_s_global_generator_is_each_rank_s_own_part_and_the_shared_part_agrees() -> None:
+    """DCP's fixed form: the sampler's reference stays in the part every rank shares, the
+    state words (each process's own) go to the rank's part, so ranks seeded apart agree."""
+    from flowloader import _state
+
+    parts = []
+    for rank, seed in enumerate((1, 2)):
+        np.random.seed(seed)
+        state = fl.DataLoader(list(range(40)), batch_size=4, shuffle=True).state_dict()
+        parts.append(_state.fixed_form(state, rank))
+    assert parts[0]["state"] == parts[1]["state"]
+    assert len(parts[0]["state"]) < 1000
+    assert parts[0]["rank_0"] != parts[1]["rank_1"]
+    assert 3300 < len(parts[0]["rank_0"]) < 3700  # MT19937's 624 words, once
 
 
 def test_round_trip_with_random_transforms_and_a_sampler() -> None:

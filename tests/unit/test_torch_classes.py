@@ -5,6 +5,7 @@ give torch's orders (the frameworks check torch's types; ported scripts expect t
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import warnings
@@ -136,6 +137,10 @@ def test_resume_is_exact_with_torch_generators(explicit_sampler) -> None:
     it = iter(loader)
     head = [next(it).tolist() for _ in range(2)]
     state = loader.state_dict()
+    if not explicit_sampler:  # the sampler draws from the loader's generator: saved once
+        shared = {"kind": "torch", "state": "as the loader's generator"}
+        assert state["sampler"]["generator"] == shared
+        assert len(json.dumps(state)) < 7500  # one torch.Generator's 6.7 KB, not two
     rest = [b.tolist() for b in it] + [batches(loader)]
     torch.manual_seed(99)  # another seed: the state decides
     resumed = make()
