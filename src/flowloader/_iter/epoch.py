@@ -176,6 +176,7 @@ class Epoch:
         returns the batches still to pass over."""
         if resume is None:
             return 0
+        resume = _state.expanded(resume)  # the sampler's reference to the loader's generator
         _state.restore_generator(plan.generator, resume["generator"])
         if resume["sampler"] is not None and _state.same_samplers(plan, resume):
             plan.index_sampler.load_state_dict(resume["sampler"])
