@@ -311,8 +311,6 @@ class DataLoader(Generic[T_co]):
         """
         if _state.is_fixed_form(state):
             state = _state.from_fixed_form(state, world_or_single()[1])
-        if isinstance(state, dict):
-            state = _state.expanded(state)
         before = order.epoch_of(self.dataset)
         if isinstance(state, dict) and isinstance(state.get("epoch"), int):
             order.hand_epoch(self.dataset, state["epoch"])  # its items as in the saved epoch
