@@ -49,8 +49,7 @@ def compact(state: dict[str, Any]) -> dict[str, Any]:
     generator = state.get("generator")
     if not isinstance(generator, dict):
         return state
-    reference = {"kind": generator.get("kind"), "state": _AS_THE_LOADERS}
-    return {**state, "sampler": _replaced(state.get("sampler"), generator, reference)}
+    return {**state, "sampler": _replaced(state.get("sampler"), generator, _reference(generator))}
 
 
 def expanded(state: dict[str, Any]) -> dict[str, Any]:
@@ -59,8 +58,12 @@ def expanded(state: dict[str, Any]) -> dict[str, Any]:
     generator = state.get("generator")
     if not isinstance(generator, dict):
         return state
-    reference = {"kind": generator.get("kind"), "state": _AS_THE_LOADERS}
-    return {**state, "sampler": _replaced(state.get("sampler"), reference, generator)}
+    return {**state, "sampler": _replaced(state.get("sampler"), _reference(generator), generator)}
+
+
+def _reference(generator: dict[str, Any]) -> dict[str, Any]:
+    """What stands in the sampler's place for the loader's ``generator`` state."""
+    return {"kind": generator.get("kind"), "state": _AS_THE_LOADERS}
 
 
 def _replaced(value: Any, old: Any, new: Any) -> Any:
