@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import time
 
 import numpy as np
+from tests.integration.checkpoint_jobs import free_port
 
 import flowloader as fl
 from flowloader.integrations.dcp import Stateful
@@ -31,12 +31,6 @@ class Cheap(fl.Dataset):
 
     def __getitem__(self, i: int):
         return np.full(16, i, np.float32)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def save_ms(loader: fl.DataLoader, check_ranks: bool, saves: int) -> tuple[float, int]:
