@@ -47,7 +47,8 @@ def save_ms(loader: fl.DataLoader, check_ranks: bool, saves: int) -> tuple[float
 def rank_main(rank: int, port: int, saves: int, queue) -> None:
     import torch.distributed as dist
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    # gloo's connections on loopback too (it otherwise binds the host name's address)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     results = {}
     for name, generator in (("seeded", 0), ("generator=None", None)):
