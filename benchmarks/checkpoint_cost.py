@@ -5,7 +5,11 @@ state captured at the start of the epoch, a batch count), so it should take micr
 leave the workers alone. Measured mid-epoch with 2 workers on a dataset of a million samples,
 every 10 batches, compared with the time per batch of the same loop without it; and the
 state's size as JSON, with a seeded generator and with ``generator=None`` (NumPy's global
-generator, whose 624 state words are saved once for the loader and its RandomSampler).
+generator, whose 624 state words are saved once for the loader and its RandomSampler), and,
+where torch is installed, the PyTorch drop-in's: ``shuffle=True``, and a ``RandomSampler``
+drawing from torch's global RNG after a model's initialisation beside the loader's own
+generator (the state and the time ``state_dict`` takes between epochs, where it snapshots both
+generators).
 
     python -m benchmarks.checkpoint_cost [--batches 400]
 """
@@ -13,6 +17,7 @@ generator, whose 624 state words are saved once for the loader and its RandomSam
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import time
@@ -80,6 +85,29 @@ def state_bytes(generator: int | None) -> int:
     return len(json.dumps(loader.state_dict()))
 
 
+def drop_in_state(explicit_sampler: bool) -> tuple[int, float]:
+    """The drop-in's mid-epoch state size and its ``state_dict`` time between epochs (ms)."""
+    import torch
+
+    from flowloader.utils import data as fud
+
+    torch.manual_seed(0)
+    torch.nn.Linear(1000, 1000)  # a model's initialisation draws on torch's global RNG
+    dataset = range(100_000)
+    sampler = fud.RandomSampler(dataset) if explicit_sampler else None
+    loader = fud.DataLoader(dataset, batch_size=64, shuffle=not explicit_sampler, sampler=sampler)
+    for _ in loader:
+        pass
+    costs = []
+    for _ in range(50):
+        taken = time.perf_counter()
+        loader.state_dict()
+        costs.append(time.perf_counter() - taken)
+    iterator = iter(loader)
+    next(iterator)
+    return len(json.dumps(loader.state_dict())), statistics.median(costs) * 1e3
+
+
 def measure(batches: int, runs: int = 5) -> dict:
     plain, checkpointed, costs = [], [], []
     for _ in range(runs):
@@ -88,6 +116,12 @@ def measure(batches: int, runs: int = 5) -> dict:
         checkpointed.append(elapsed)
         costs += taken
     loads = load_seconds()
+    drop_in = {}
+    if importlib.util.find_spec("torch") is not None:
+        for name, explicit in (("shuffle", False), ("global_rng_sampler", True)):
+            size, ms = drop_in_state(explicit)
+            drop_in[f"drop_in_{name}_state_bytes"] = size
+            drop_in[f"drop_in_{name}_state_dict_ms_between_epochs"] = ms
     return {
         "state_dict_ms_median": statistics.median(costs) * 1e3,
         "state_dict_ms_max": max(costs) * 1e3,
@@ -96,6 +130,7 @@ def measure(batches: int, runs: int = 5) -> dict:
         "loop_s_checkpoint_every_10": statistics.median(checkpointed),
         "state_bytes_seeded": state_bytes(0),
         "state_bytes_generator_none": state_bytes(None),
+        **drop_in,
     }
 
 
@@ -113,6 +148,12 @@ def section(quick: bool = False) -> str:
         f"{r['loop_s_plain']:.3f} s | {r['loop_s_checkpoint_every_10']:.3f} s |\n\n"
         f"The state as JSON: {r['state_bytes_seeded']:,} bytes with a seeded generator, "
         f"{r['state_bytes_generator_none']:,} with generator=None."
+        + "".join(
+            f" The PyTorch drop-in, {name}: {r[f'drop_in_{name}_state_bytes']:,} bytes, "
+            f"state_dict between epochs {r[f'drop_in_{name}_state_dict_ms_between_epochs']:.3f} ms."
+            for name in ("shuffle", "global_rng_sampler")
+            if f"drop_in_{name}_state_bytes" in r
+        )
     )
 
 

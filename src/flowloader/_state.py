@@ -38,7 +38,7 @@ STATE_VERSION = 3
 # A sampler that draws from the loader's generator (PyTorch's shuffle=True hands it the
 # loader's), or that shares NumPy's global one with it (generator=None), snapshots the same
 # state at the epoch's start: a state holds it once, under "generator" (NumPy's global
-# generator is 3.3 KB of state words, a torch.Generator's 6.7 KB), and a reference in the
+# generator is 3.3 KB of state words, a torch.Generator's up to 3.4 KB), and a reference in the
 # sampler's place.
 _AS_THE_LOADERS = "as the loader's generator"
 

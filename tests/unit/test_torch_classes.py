@@ -132,6 +132,7 @@ def test_resume_is_exact_with_torch_generators(explicit_sampler) -> None:
         return fud.DataLoader(range(20), batch_size=3, shuffle=True)
 
     torch.manual_seed(5)
+    torch.nn.Linear(100, 100)  # a model's initialisation draws on torch's global RNG
     loader = make()
     first = batches(loader)
     it = iter(loader)
@@ -140,7 +141,10 @@ def test_resume_is_exact_with_torch_generators(explicit_sampler) -> None:
     if not explicit_sampler:  # the sampler draws from the loader's generator: saved once
         shared = {"kind": "torch", "state": "as the loader's generator"}
         assert state["sampler"]["generator"] == shared
-        assert len(json.dumps(state)) < 7500  # one torch.Generator's 6.7 KB, not two
+    else:  # torch's global RNG, packed; the loader's own generator, its seed and words drawn
+        assert set(state["sampler"]["generator"]["state"]) == {"packed"}
+        assert set(state["generator"]["state"]) == {"seed", "words"}
+    assert len(json.dumps(state)) < 4096  # not torch's 5,056 bytes as base64 text, twice
     rest = [b.tolist() for b in it] + [batches(loader)]
     torch.manual_seed(99)  # another seed: the state decides
     resumed = make()
