@@ -127,10 +127,12 @@ def test_the_next_epoch_s_threads_reuse_the_last_epoch_s_blocks(min_block_bytes)
         second.append(id(block_of(batch[0])) in blocks)
         del batch
     # The first batches in the last epoch's blocks: no batch measured again, no block faulted
-    # in while old ones are free (the first epoch may have held fewer than the four batches
-    # in flight at once, as timing goes: a block each for the rest).
+    # in while old ones are free. The pipeline holds up to six at once (four in flight, two
+    # with the loop for a moment), the first epoch may have made fewer, as timing goes, and
+    # the two threads take theirs in either order: so a new block may carry any of the first
+    # six batches, but most of them are in old ones.
     assert len(blocks) >= 2
-    assert sum(second[:4]) >= min(4, len(blocks))
+    assert sum(second[:6]) >= min(4, len(blocks))
     pool = weakref.ref(loader._thread_blocks)
     loader.worker_method = "multiprocessing"
     assert [b[1].ravel().tolist() for b in loader] == [[*range(i, i + 4)] for i in range(0, 48, 4)]
