@@ -32,6 +32,7 @@ except ImportError as error:
         _missing = f"the native kernel does not load ({error})"
 
 _lookup = getattr(_kernel, "lookup", None)  # None in a build older than lookup
+_crop = getattr(_kernel, "crop", None)  # None in a build older than crop
 
 # Pillow 13 resamples vertically first for some shapes (python-pillow/Pillow#9549); the
 # kernel follows the installed Pillow's order so that its results are Pillow's.
@@ -77,6 +78,33 @@ def lookup(
     else:
         _lookup(pixels, table, out, rows)
     return True
+
+
+def can_crop() -> bool:
+    """Whether :func:`crop` runs here (the kernel is built with it and switched on)."""
+    return _crop is not None and available()
+
+
+def crop(
+    pixels: np.ndarray,
+    rows: np.ndarray,
+    window: tuple[np.ndarray, np.ndarray],
+    flips: np.ndarray,
+    fill: np.ndarray,
+    padding: tuple[int, int],
+    out: np.ndarray,
+    table: np.ndarray | None = None,
+) -> None:
+    """Image k of ``out`` (C-contiguous (K, C, height, width)): the window at
+    ``(top[k], left[k])`` (``window``) of image ``rows[k]`` of uint8 ``pixels`` (N, C, H, W),
+    any strides, padded by ``padding`` (top, left) of ``fill`` (uint8, one per channel) on
+    every side, mirrored left-right where ``flips[k] & 1`` and top-bottom where
+    ``flips[k] & 2``: uint8, or float32 through ``table`` (C, 256), in one GIL-free pass.
+    ``rows``, ``top``, ``left``: int64; ``flips``: uint8. Only where :func:`can_crop`."""
+    assert _crop is not None
+    top, left = window
+    args = (pixels, rows, top, left, flips, fill, int(padding[0]), int(padding[1]), out)
+    _crop(*args) if table is None else _crop(*args, table)
 
 
 def read_files(paths: Sequence[str], max_bytes: int) -> list[bytes | None]:

@@ -34,6 +34,11 @@ Steps it takes (the images are PIL images until the conversion, arrays after it)
 - after it: ``Normalize`` (of floats), ``RandomErasing`` (a value, not "random"), and the
   flips.
 
+Where the pixel steps are a crop with constant padding and flips, and nothing follows the
+conversion but what its table holds (the CIFAR recipe), the gather, the crop, the flips and
+the conversion are one native pass from the dataset's array into the batch
+(:mod:`flowloader.vision.stack_crop`).
+
 Any other step (``Lambda``, ``Resize`` with LANCZOS, ``RandomResizedCrop``...) sends the
 pipeline to the per-sample path; :func:`compile_stack` says which step and why
 (:func:`flowloader.vision.explain` says it).
@@ -48,6 +53,7 @@ import numpy as np
 
 from ..randomness import SampleRngs, sample_context
 from . import native
+from .stack_crop import FusedCrop
 from .stack_ops import MODES, Normalizing, NotBatched, Op, array_op, pixel_op
 from .transforms.augment import ToDtype
 from .transforms.batch_rng import PhiloxDraws, SampleDraws
@@ -88,6 +94,12 @@ class StackPlan:
             and self.folded == len(array_ops)
             and not self.draws
         )
+        # The pixel steps a crop and flips, and nothing after the conversion but what its
+        # table holds: the gather may write the batch through native.crop (stack_crop.py).
+        converted_whole = (conversion == "uint8" and not array_ops) or (
+            self.table is not None and self.folded == len(array_ops)
+        )
+        self.fused = FusedCrop.of(pixel_ops, channels) if converted_whole else None
 
     def run(
         self,
@@ -114,17 +126,32 @@ class StackPlan:
             out = op.apply(out, drawn)
         return out
 
-    def run_rows(self, data: np.ndarray, rows: np.ndarray, allocate: Any) -> np.ndarray:
+    def run_rows(
+        self,
+        data: np.ndarray,
+        rows: np.ndarray,
+        allocate: Any,
+        rngs: Sequence[Any] | None = None,
+        indices: Sequence[int] | None = None,
+    ) -> np.ndarray:
         """The batch of images ``rows`` (int64, indexed as NumPy does) of ``data``
-        (N, H, W[, C]) uint8, for a plan that is its table alone (``table_only``): the
-        gather and the conversion in one pass where the native kernel runs, else ``run``
-        on ``data[rows]``."""
-        assert self.table is not None
+        (N, H, W[, C]) uint8 (``rngs`` and ``indices`` as for :meth:`run`): the gather and
+        the whole pipeline in one native pass where it is a table (``table_only``) or a crop
+        and flips (``fused``), else ``run`` on ``data[rows]``."""
         view = data[:, None] if data.ndim == 3 else data.transpose(0, 3, 1, 2)
-        out = allocate((len(rows), *view.shape[1:]), self.dtype)
-        if native.lookup(view, self.table, out, rows):
+        if self.fused is not None and native.can_crop():
+            params = self._draw(len(rows), rngs, indices)
+            out = allocate((len(rows), *self.fused.shape), self.dtype)
+            table = None if self.conversion == "uint8" else self.table
+            self.fused.run(data, rows, params[: len(self.pixel_ops)], out, table)
             return out
-        return self.run(data[rows], None, lambda shape, dtype: out)
+        if self.table_only:
+            assert self.table is not None
+            out = allocate((len(rows), *view.shape[1:]), self.dtype)
+            if native.lookup(view, self.table, out, rows):
+                return out
+            return self.run(data[rows], None, lambda shape, dtype: out)
+        return self.run(data[rows], rngs, allocate, indices)
 
     def _convert(self, stack: np.ndarray, out: np.ndarray) -> None:
         """The conversion of uint8 ``stack`` into ``out``, as the per-sample path does it."""

@@ -9,6 +9,7 @@
 
 #include "jpeg_kernel.h"
 #include "read_files.h"
+#include "stack_crop.h"
 
 static PyObject *UnsupportedError;
 
@@ -323,6 +324,110 @@ done:
     return result;
 }
 
+/* How far a crop's window may lie from the image (its arithmetic stays far from int64's
+ * ends). */
+#define CROP_REACH ((int64_t)1 << 40)
+
+/* A 1-D C-contiguous buffer of `count` items of `itemsize` bytes. */
+static int is_vector(const Py_buffer *b, Py_ssize_t count, Py_ssize_t itemsize) {
+    return b->ndim == 1 && b->itemsize == itemsize && b->len == count * itemsize;
+}
+
+/* crop(pixels, rows, top, left, flips, fill, pad_top, pad_left, out[, table]): see
+ * stack_crop.h. pixels: uint8 (N, C, H, W) of any strides; rows, top, left: int64 (count);
+ * flips, fill: uint8 (count), (C); out: C-contiguous (count, C, height, width), uint8, or
+ * float32 with a float32 table (C, 256). Each row is checked (and a negative one counted
+ * from the end) as NumPy indexes. */
+static PyObject *crop(PyObject *self, PyObject *args) {
+    PyObject *objects[7], *table_obj = Py_None;
+    Py_ssize_t pad_top, pad_left;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOnnO|O:crop", &objects[0], &objects[1], &objects[2],
+                          &objects[3], &objects[4], &objects[5], &pad_top, &pad_left,
+                          &objects[6], &table_obj))
+        return NULL;
+    Py_buffer b[8];
+    int flags[8] = {PyBUF_STRIDES | PyBUF_FORMAT, PyBUF_C_CONTIGUOUS, PyBUF_C_CONTIGUOUS,
+                    PyBUF_C_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_C_CONTIGUOUS,
+                    PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE,
+                    PyBUF_C_CONTIGUOUS | PyBUF_FORMAT};
+    int got = 0;
+    PyObject *result = NULL;
+    int64_t *picks = NULL;
+    for (; got < 8; got++) {
+        PyObject *obj = got < 7 ? objects[got] : table_obj;
+        if (obj == Py_None) break;
+        if (PyObject_GetBuffer(obj, &b[got], flags[got]) < 0) goto done;
+    }
+    const Py_buffer *pixels = &b[0], *out = &b[6];
+    const Py_buffer *table = got == 8 ? &b[7] : NULL;
+    Py_ssize_t count = b[1].len / 8;
+    int fits = got >= 7 && pixels->ndim == 4 && pixels->itemsize == 1 &&
+               strcmp(pixels->format, "B") == 0 && is_vector(&b[1], count, 8) &&
+               is_vector(&b[2], count, 8) && is_vector(&b[3], count, 8) &&
+               is_vector(&b[4], count, 1) && is_vector(&b[5], pixels->shape[1], 1) &&
+               out->ndim == 4 && out->shape[0] == count && out->shape[1] == pixels->shape[1] &&
+               pad_top >= 0 && pad_top <= CROP_REACH && pad_left >= 0 && pad_left <= CROP_REACH;
+    if (fits && table) {
+        fits = table->ndim == 2 && table->itemsize == 4 && strcmp(table->format, "f") == 0 &&
+               table->shape[0] == pixels->shape[1] && table->shape[1] == 256 &&
+               out->itemsize == 4 && strcmp(out->format, "f") == 0;
+    } else if (fits) {
+        fits = out->itemsize == 1 && strcmp(out->format, "B") == 0;
+    }
+    if (!fits) {
+        PyErr_SetString(PyExc_ValueError,
+                        "crop expects uint8 pixels (N, C, H, W); int64 rows, top and left and "
+                        "uint8 flips of one length; a uint8 fill per channel; paddings of 0 to "
+                        "2**40; and a "
+                        "C-contiguous out (len(rows), C, height, width) of uint8, or of "
+                        "float32 with a float32 table (C, 256)");
+        goto done;
+    }
+    picks = PyMem_Malloc((size_t)(count ? count : 1) * sizeof(int64_t));
+    if (!picks) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *given = b[1].buf;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (given[k] < -pixels->shape[0] || given[k] >= pixels->shape[0]) {
+            PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for axis 0 with size %zd",
+                         (long long)given[k], pixels->shape[0]);
+            goto done;
+        }
+        picks[k] = given[k] < 0 ? given[k] + pixels->shape[0] : given[k];
+        const int64_t y = ((const int64_t *)b[2].buf)[k], x = ((const int64_t *)b[3].buf)[k];
+        if (y < -CROP_REACH || y > CROP_REACH || x < -CROP_REACH || x > CROP_REACH) {
+            PyErr_Format(PyExc_ValueError, "crop's window at (%lld, %lld) is beyond 2**40",
+                         (long long)y, (long long)x);
+            goto done;
+        }
+    }
+    fl_crop_spec spec = {
+        .pixels = pixels->buf,
+        .strides = {pixels->strides[0], pixels->strides[1], pixels->strides[2],
+                    pixels->strides[3]},
+        .channels = pixels->shape[1],
+        .height = pixels->shape[2],
+        .width = pixels->shape[3],
+        .out_height = out->shape[2],
+        .out_width = out->shape[3],
+        .pad_top = pad_top,
+        .pad_left = pad_left,
+        .fill = b[5].buf,
+        .table = table ? table->buf : NULL,
+    };
+    Py_BEGIN_ALLOW_THREADS
+    fl_crop_images(&spec, picks, b[2].buf, b[3].buf, b[4].buf, (size_t)count, out->buf);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(picks);
+    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"header", header, METH_VARARGS,
      "header(data) -> (width, height, components, supported, multi_scan)"},
@@ -338,6 +443,10 @@ static PyMethodDef methods[] = {
      "lookup(pixels, table, out[, rows]): out = table[c][pixels] (or pixels[rows]) for uint8 "
      "pixels (N, C, H, W), a float32 table (C, 256) and a C-contiguous float32 out, "
      "without the GIL."},
+    {"crop", crop, METH_VARARGS,
+     "crop(pixels, rows, top, left, flips, fill, pad_top, pad_left, out[, table]): each "
+     "image's window of the padded pixels, mirrored by its flips, as uint8 planes (or floats "
+     "through table), without the GIL."},
     {"read_files", fl_read_files, METH_VARARGS,
      "read_files(paths, max_bytes) -> list of bytes or None: each file's contents, read "
      "without the GIL, for as many paths as fit in max_bytes (at least one); None where the "

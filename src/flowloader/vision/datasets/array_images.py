@@ -103,10 +103,7 @@ class ArrayImageDataset(VisionDataset):
         positions = np.asarray(indices, dtype=np.int64)
         targets = self.label_array()[positions]  # NumPy's IndexError for a bad index
         with stats.stage("transform"):
-            if stack.table_only:  # the gather writes the batch (vision/stack_plan.py)
-                images = stack.run_rows(self.data, positions, allocate)
-            else:
-                images = stack.run(self.data[positions], rngs, allocate, indices)
+            images = stack.run_rows(self.data, positions, allocate, rngs, indices)
         return CollatedSamples((images, targets), lambda i: (images[i], int(targets[i])))
 
     def __len__(self) -> int:
