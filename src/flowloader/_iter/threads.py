@@ -117,6 +117,8 @@ class ThreadTransport:
 
     def new_epoch(self) -> None:
         self._generation += 1
+        if self._plan.thread_blocks is not None:
+            self._plan.thread_blocks.open_epoch()
         if self._plan.iterable:
             for tasks in self._tasks:
                 tasks.put(messages.Resume())

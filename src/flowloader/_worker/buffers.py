@@ -75,6 +75,9 @@ class BlockPool:
         self.lent = 0  # blocks taken and not handed back
         self.lent_bytes = 0
         self.demand = Demand()
+        # Between epochs (keep_at_most): the most blocks kept in all, lent ones included,
+        # until the next epoch begins (None: as the demand says).
+        self._between_epochs: int | None = None
         # Blocks come back from finalizers, in whichever thread drops a batch (re-entrant: a
         # collection inside take() may hand one back).
         self._lock = threading.RLock()
@@ -108,6 +111,8 @@ class BlockPool:
             if self.holding:
                 self.free.append(block)
             spare = self.demand.spare(self.lent)
+            if self._between_epochs is not None:  # a held epoch's blocks: not kept
+                spare = min(spare, max(self._between_epochs - self.lent, 0))
             while len(self.free) > spare:
                 self.free.popleft()
 
@@ -121,10 +126,19 @@ class BlockPool:
 
     def keep_at_most(self, count: int) -> None:
         """Drop free blocks, the oldest first, beyond ``count`` blocks in all (those lent
-        included): after an epoch, the pipeline needs ``prefetch_factor x workers + 2``."""
+        included): after an epoch, the pipeline needs ``prefetch_factor x workers + 2``.
+        Until the next epoch begins (:meth:`open_epoch`), blocks handed back are kept only
+        up to that count: a loop that kept the epoch's batches gives their blocks back when
+        it lets go of them, not at the next epoch's end."""
         with self._lock:
+            self._between_epochs = count
             while self.free and len(self.free) + self.lent > count:
                 self.free.popleft()
+
+    def open_epoch(self) -> None:
+        """A new epoch: blocks handed back are kept as its demand says."""
+        with self._lock:
+            self._between_epochs = None
 
     def hold(self) -> None:
         """Keep blocks handed back (thread workers start), as many as the new workers use:
@@ -132,6 +146,7 @@ class BlockPool:
         once they have taken a few (Demand.restart)."""
         with self._lock:
             self.holding = True
+            self._between_epochs = None
             self.demand.restart()
 
     def release(self) -> None:
