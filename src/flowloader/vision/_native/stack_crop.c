@@ -101,7 +101,7 @@ void fl_crop_images(const fl_crop_spec *spec, const int64_t *rows, const int64_t
     /* The bytes an image spans, where its strides are positive (else nothing is fetched
      * ahead). */
     ptrdiff_t span = 0;
-    if (s[1] > 0 && s[2] > 0 && s[3] > 0)
+    if ((s[1] > 0 || spec->channels == 1) && s[2] > 0 && s[3] > 0)
         span = (spec->channels - 1) * s[1] + (spec->height - 1) * s[2] +
                (spec->width - 1) * s[3] + 1;
     const int rgb = spec->channels == 3 && s[1] == 1 && s[3] == 3;
