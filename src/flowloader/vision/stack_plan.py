@@ -138,7 +138,6 @@ class StackPlan:
         (N, H, W[, C]) uint8 (``rngs`` and ``indices`` as for :meth:`run`): the gather and
         the whole pipeline in one native pass where it is a table (``table_only``) or a crop
         and flips (``fused``), else ``run`` on ``data[rows]``."""
-        view = data[:, None] if data.ndim == 3 else data.transpose(0, 3, 1, 2)
         if self.fused is not None and native.can_crop():
             params = self._draw(len(rows), rngs, indices)
             out = allocate((len(rows), *self.fused.shape), self.dtype)
@@ -147,6 +146,7 @@ class StackPlan:
             return out
         if self.table_only:
             assert self.table is not None
+            view = data[:, None] if data.ndim == 3 else data.transpose(0, 3, 1, 2)
             out = allocate((len(rows), *view.shape[1:]), self.dtype)
             if native.lookup(view, self.table, out, rows):
                 return out
