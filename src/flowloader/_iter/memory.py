@@ -148,16 +148,24 @@ class MemoryGuard:
         self.measurements = 0
         self._next_at = 0.0
         self._held_at_measure = 0
+        self._held_last = 0  # batches held (of worker processes, or blocks lent) at the last
 
     def measure_next_batch(self) -> None:
         """A new epoch: measure at its first batch."""
         self._next_at = 0.0
 
-    def due(self) -> bool:
+    def due(self, lent_blocks: int = 0) -> bool:
         """True when a measurement is due: the first batch, then every CHECK_EVERY_S, and
-        whenever the batches the program holds of worker processes have doubled since the
-        last one (a loop that keeps its batches fills memory faster than a clock ticks)."""
-        if held_batches() > self._held_at_measure:
+        whenever the batches the program holds of worker processes (or thread workers'
+        blocks lent, ``lent_blocks``) have doubled since the last one (a loop that keeps its
+        batches fills memory faster than a clock ticks), or have grown past what the budget
+        holds while the loop has not been warned (so that the warning comes as they pass it,
+        whatever the clock and the doubling say)."""
+        held = held_batches() + lent_blocks
+        if held > self._held_at_measure:
+            return True
+        passing = held > self._held_last and held * self.batch_bytes > self.budget
+        if passing and not self._loop_warned:
             return True
         return time.perf_counter() >= self._next_at
 
@@ -177,7 +185,9 @@ class MemoryGuard:
         the dataset's caches hold in this process. The loader's memory now (the loop's
         holdings not included)."""
         self._next_at = time.perf_counter() + CHECK_EVERY_S
-        self._held_at_measure = 2 * max(held_batches(), 2)
+        lent = blocks.lent if blocks is not None else 0
+        self._held_last = held_batches() + lent
+        self._held_at_measure = 2 * max(self._held_last, 2)
         self.measurements += 1
         self.batch_bytes = max(self.batch_bytes, batch_bytes(batch))
         workers = measured = 0
