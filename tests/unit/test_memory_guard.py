@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from flowloader._iter.memory import MAX_WORKERS, MemoryGuard
@@ -57,6 +59,37 @@ def test_thread_blocks_lent_beyond_those_in_flight_are_the_loop_s() -> None:
     assert g.batches_bytes == 2 * MB + pool.nbytes
     assert g.as_dict()["loop_bytes"] == 3 * MB
     del blocks
+
+
+def test_a_measurement_is_due_as_the_loop_s_blocks_pass_the_budget_whatever_the_clock() -> None:
+    """Thread workers' blocks lent, growing one batch at a time: measured when they have
+    doubled, and at each batch once they hold more than the budget until the loop is warned
+    (between those the clock decides, and here it never comes)."""
+    from flowloader._worker.buffers import BlockPool
+
+    pool = BlockPool()
+    g = MemoryGuard(10 * MB, estimate_workers=False)
+    lent = [pool.take(MB) for _ in range(3)]  # a batch handed out and two in flight
+    g.measure(np.zeros(MB, np.uint8), [], None, held=3, blocks=pool)
+    g._next_at = float("inf")  # the clock never ticks
+    due = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(12):  # the loop keeps each batch
+            lent.append(pool.take(MB))
+            due.append(g.due(pool.lent))
+            if due[-1]:
+                g.measure(np.zeros(MB, np.uint8), [], None, held=3, blocks=pool)
+                g._next_at = float("inf")
+    # Lent 4, 5, 6: no. 7: more than twice the 3 of the first measurement. 8-10: no (10 MB
+    # is not past the budget). 11, 12: past it, the loop's part (all but the 2 in flight)
+    # 9 and 10 MB, not past: measured, not warned. 13: the loop's 11 MB pass it: warned.
+    # 14, 15: no (back to the doubling, from 13, and the clock).
+    assert due == [False] * 3 + [True] + [False] * 3 + [True] * 3 + [False] * 2
+    warned = [str(w.message) for w in caught if "the loop keeps" in str(w.message)]
+    assert len(warned) == 1
+    assert "the loop keeps 11 batches" in warned[0]
+    del lent
 
 
 def test_a_worker_is_counted_at_what_it_adds_not_its_share_of_its_parent() -> None:
