@@ -1,7 +1,7 @@
 """Pools keep what the pipeline needs, end to end (review F12, F15): after an epoch whose
-batches the loop kept, the thread workers' blocks are given back as the loop lets go of them,
-and later epochs that hold one batch at a time give the persistent process workers' segments
-back; a given memory_budget keeps the
+batches the loop kept, the thread workers' blocks and the persistent process workers'
+segments are given back as the loop lets go of them, before the next epoch; later epochs
+that hold one batch at a time give back what a held epoch made; a given memory_budget keeps the
 thread workers' blocks across epochs. The block threshold (32 MiB) is lowered through the
 private knob, as in test_thread_blocks.py."""
 
@@ -124,6 +124,30 @@ def test_persistent_workers_give_back_the_segments_of_a_held_epoch() -> None:
     # by the workers when they read the message
     assert mapped <= KEPT * capacity_for(1 << 20), mapped >> 20
     assert kept <= KEPT * capacity_for(1 << 20), kept >> 20
+
+
+@pytest.mark.timeout(120)
+def test_persistent_workers_take_back_a_held_epoch_s_segments_before_the_next_epoch() -> None:
+    """The loop lets go of an epoch's batches after the epoch's end: their segments go back
+    to the workers, which retire them beyond what the next epoch needs, with no next epoch
+    begun (no task carries the releases)."""
+    loader = fl.DataLoader(Big(), batch_size=4, num_workers=2, persistent_workers=True)
+    iterator = iter(loader)
+    try:
+        held = list(iterator)
+        peak = children_shmem()
+        del held
+        gc.collect()
+        kept = workers_shmem_once_settled(KEPT * capacity_for(1 << 20))
+        prefix = iterator._transport.group.prefix
+        mapped = sum(mapped_bytes(prefix, in_flight=0)[::2])
+        shapes = [batch.shape for batch in loader]  # the next epoch runs, on the same workers
+        assert shapes == [(4, 1 << 16)] * 32
+    finally:  # a failure leaves no worker behind
+        iterator.shutdown()
+    assert peak > 16 << 20  # the held epoch: 32 batches of 1.1 MiB segments
+    assert kept <= KEPT * capacity_for(1 << 20), kept >> 20
+    assert mapped <= KEPT * capacity_for(1 << 20), mapped >> 20
 
 
 @pytest.mark.timeout(120)

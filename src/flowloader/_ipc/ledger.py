@@ -52,6 +52,10 @@ class SegmentLedger:
             else:
                 self.cache.forget((name,))
 
+    def has_dropped(self) -> bool:
+        """Whether the consumer has dropped a batch not yet collected."""
+        return bool(self._dropped)
+
     def releases_for(self, worker_id: int) -> tuple[str, ...]:
         """The segments owed to ``worker_id``, now handed over (to ride on its next task)."""
         return tuple(self._owed.pop(worker_id, ()))

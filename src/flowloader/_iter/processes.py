@@ -6,15 +6,20 @@ and turns what the workers send into the Epoch's events."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from .._ipc import messages
-from .._ipc.batch_codec import EncodedBatch
+from .._ipc.batch_codec import EncodedBatch, held_segments
 from .._ipc.ledger import SegmentLedger
 from .._plan import LoadPlan
 from .events import Assignment, Event, Failed, Loaded, WorkerDied, from_reply
 from .lifecycle import WorkerGroup
 from .transport import STOP_GRACE_S
+
+# Between epochs, how often the batches the loop kept of the last epoch are looked at: those
+# it has let go of go back to their workers, which retire them beyond the next epoch's needs.
+BETWEEN_EPOCHS_POLL_S = 0.2
 
 
 class ProcessTransport:
@@ -26,6 +31,11 @@ class ProcessTransport:
         self.group = WorkerGroup(plan, base_seed)
         self.ledger = SegmentLedger(self.group.worker_prefix)
         self._generation = 0  # one per epoch on these workers; tags tasks and results
+        # Between epochs, the thread that gives back what the loop lets go of (and its stop),
+        # and the lock that keeps it from sending while the main thread does (re-entrant: a
+        # garbage collection in that thread may run the iterator's finalizer, a shutdown).
+        self._between: tuple[threading.Thread, threading.Event] | None = None
+        self._between_lock = threading.RLock()
 
     def send(self, assignments: list[Assignment]) -> None:
         group, ledger = self.group, self.ledger
@@ -102,6 +112,7 @@ class ProcessTransport:
         self.ledger.worker_replaced(worker_id, old_prefix)
 
     def new_epoch(self) -> None:
+        self._stop_giving_back()
         self._generation += 1
         if self._iterable:
             for worker_id in range(len(self.group.processes)):
@@ -111,7 +122,23 @@ class ProcessTransport:
         """Between epochs (nothing in flight): each worker keeps ``prefetch_factor``
         segments, worker 0 one more, the batches the loop holds included; the rest are
         unmapped here now and retired by their worker when it reads the message (after the
-        releases owed to it, sent first)."""
+        releases owed to it, sent first). Batches the loop still holds are given back the
+        same way as it lets go of them, until the next epoch begins (no task carries their
+        releases before then)."""
+        self._stop_giving_back()
+        self._trim(prefetch_factor)
+        if self._holds_batches():
+            stop = threading.Event()
+            thread = threading.Thread(
+                target=self._give_back_between_epochs,
+                args=(prefetch_factor, stop),
+                name="flowloader-between-epochs",
+                daemon=True,
+            )
+            self._between = (thread, stop)
+            thread.start()
+
+    def _trim(self, prefetch_factor: int) -> None:
         group, ledger = self.group, self.ledger
         for worker_id, names in ledger.owed():
             group.send(worker_id, messages.Release(names))
@@ -124,9 +151,42 @@ class ProcessTransport:
                 group.send(worker_id, messages.Retire(extra))
                 ledger.forget(extra)
 
+    def _holds_batches(self) -> bool:
+        """Whether the program holds some batch in these workers' segments."""
+        prefix = self.group.prefix
+        return any(name.startswith(prefix) for name in held_segments())
+
+    def _give_back_between_epochs(self, prefetch_factor: int, stop: threading.Event) -> None:
+        """The thread's body: trim again whenever the loop has let go of a batch, until it
+        holds none or the next epoch (or the shutdown) stops it."""
+        while not stop.wait(BETWEEN_EPOCHS_POLL_S):
+            with self._between_lock:
+                if stop.is_set():
+                    return
+                try:
+                    if self.ledger.has_dropped():
+                        self._trim(prefetch_factor)
+                except (OSError, EOFError, ValueError):  # a worker or its pipe gone
+                    return
+                if not self._holds_batches():
+                    return
+
+    def _stop_giving_back(self) -> None:
+        """Stop the between-epochs thread, once it has finished what it was sending."""
+        between, self._between = self._between, None
+        if between is None:
+            return
+        thread, stop = between
+        stop.set()
+        with self._between_lock:
+            pass
+        if thread is not threading.current_thread():
+            thread.join()
+
     def stage_readings(self) -> dict[str, float] | None:
         return None
 
     def shutdown(self, grace_s: float | None = None) -> None:
+        self._stop_giving_back()
         self.group.shutdown(STOP_GRACE_S if grace_s is None else grace_s)
         self.ledger.close()
