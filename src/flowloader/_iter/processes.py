@@ -158,18 +158,22 @@ class ProcessTransport:
 
     def _give_back_between_epochs(self, prefetch_factor: int, stop: threading.Event) -> None:
         """The thread's body: trim again whenever the loop has let go of a batch, until it
-        holds none or the next epoch (or the shutdown) stops it."""
+        holds none (one more pass then: a batch's drop is noted just after it stops being
+        held) or the next epoch (or the shutdown) stops it."""
+        last_pass = False
         while not stop.wait(BETWEEN_EPOCHS_POLL_S):
             with self._between_lock:
                 if stop.is_set():
                     return
+                holding = self._holds_batches()
                 try:
                     if self.ledger.has_dropped():
                         self._trim(prefetch_factor)
                 except (OSError, EOFError, ValueError):  # a worker or its pipe gone
                     return
-                if not self._holds_batches():
+                if last_pass and not holding:
                     return
+                last_pass = not holding
 
     def _stop_giving_back(self) -> None:
         """Stop the between-epochs thread, once it has finished what it was sending."""
