@@ -77,7 +77,7 @@ def test_a_measurement_is_due_as_the_loop_s_blocks_pass_the_budget_whatever_the_
         warnings.simplefilter("always")
         for _ in range(12):  # the loop keeps each batch
             lent.append(pool.take(MB))
-            due.append(g.due(pool.lent))
+            due.append(g.due(pool))
             if due[-1]:
                 g.measure(np.zeros(MB, np.uint8), [], None, held=3, blocks=pool)
                 g._next_at = float("inf")

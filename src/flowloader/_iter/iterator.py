@@ -291,9 +291,8 @@ class DataLoaderIterator:
                 busy = epoch.stats.worker_busy_s
                 self._retune_to = feed.observe(waited, started, started_cpu, busy)
         epoch.delivered()
-        blocks = self._plan.thread_blocks
-        lent = blocks.lent if blocks is not None else 0
-        if self._memory is not None and self._memory.due(lent) and not self.closed:
+        memory = self._memory
+        if memory is not None and memory.due(self._plan.thread_blocks) and not self.closed:
             self._check_memory(data)
         self._retune_if_asked()
         if feed is not None:

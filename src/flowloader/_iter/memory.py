@@ -120,6 +120,12 @@ def cache_bytes(dataset: Any) -> int:
     return total
 
 
+def _held(blocks: BlockPool | None) -> int:
+    """Batches the program holds of worker processes, and thread workers' ``blocks`` lent
+    (in flight or the loop's)."""
+    return held_batches() + (blocks.lent if blocks is not None else 0)
+
+
 def describe(nbytes: float) -> str:
     return f"{nbytes / MB:.1f} MB"
 
@@ -148,20 +154,20 @@ class MemoryGuard:
         self.measurements = 0
         self._next_at = 0.0
         self._held_at_measure = 0
-        self._held_last = 0  # batches held (of worker processes, or blocks lent) at the last
+        self._held_last = 0  # batches held (see _held) at the last measurement
 
     def measure_next_batch(self) -> None:
         """A new epoch: measure at its first batch."""
         self._next_at = 0.0
 
-    def due(self, lent_blocks: int = 0) -> bool:
+    def due(self, blocks: BlockPool | None = None) -> bool:
         """True when a measurement is due: the first batch, then every CHECK_EVERY_S, and
-        whenever the batches the program holds of worker processes (or thread workers'
-        blocks lent, ``lent_blocks``) have doubled since the last one (a loop that keeps its
+        whenever the batches held (:func:`_held`: of worker processes, or the thread
+        workers' ``blocks`` lent) have doubled since the last one (a loop that keeps its
         batches fills memory faster than a clock ticks), or have grown past what the budget
         holds while the loop has not been warned (so that the warning comes as they pass it,
         whatever the clock and the doubling say)."""
-        held = held_batches() + lent_blocks
+        held = _held(blocks)
         if held > self._held_at_measure:
             return True
         passing = held > self._held_last and held * self.batch_bytes > self.budget
@@ -185,8 +191,7 @@ class MemoryGuard:
         the dataset's caches hold in this process. The loader's memory now (the loop's
         holdings not included)."""
         self._next_at = time.perf_counter() + CHECK_EVERY_S
-        lent = blocks.lent if blocks is not None else 0
-        self._held_last = held_batches() + lent
+        self._held_last = _held(blocks)
         self._held_at_measure = 2 * max(self._held_last, 2)
         self.measurements += 1
         self.batch_bytes = max(self.batch_bytes, batch_bytes(batch))
