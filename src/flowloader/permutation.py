@@ -59,7 +59,15 @@ _PASS_STEP = _U64(0xC2B2AE3D27D4EB4F)
 def native_available() -> bool:
     """Whether the native kernel computes permutations here (FLOWLOADER_NATIVE=0 turns it
     off, with the JPEG kernel)."""
-    return _kernel is not None and os.environ.get("FLOWLOADER_NATIVE", "1") != "0"
+    return index_kernel() is not None
+
+
+def index_kernel() -> Any:
+    """The native index kernel (``_native/``: the keyed permutation, Philox blocks) where it
+    runs here, else None: not built, or switched off by FLOWLOADER_NATIVE=0."""
+    if os.environ.get("FLOWLOADER_NATIVE", "1") == "0":
+        return None
+    return _kernel
 
 
 def _mix(x: np.ndarray) -> np.ndarray:

@@ -21,17 +21,12 @@ global RNG, generators handed in by hand).
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-try:  # the native Philox blocks (flowloader._index_kernel); the NumPy code gives the same
-    _philox_into = getattr(importlib.import_module("flowloader._index_kernel"), "philox_into", None)
-except ImportError:  # not built (no compiler)
-    _philox_into = None
+from ...permutation import index_kernel
 
 __all__ = ["PhiloxDraws", "SampleDraws"]
 
@@ -58,9 +53,10 @@ def philox_block(key0: Any, key1: np.ndarray, counter: int) -> np.ndarray:
     gives from position ``4 * (counter - 1)`` on (it steps the counter before each block).
     Native where the index kernel is built (a few microseconds for a batch, against some
     250 for the NumPy code; ``FLOWLOADER_NATIVE=0`` turns it off)."""
-    if _philox_into is not None and os.environ.get("FLOWLOADER_NATIVE", "1") != "0":
+    philox_into = getattr(index_kernel(), "philox_into", None)  # None in an older build
+    if philox_into is not None:
         out = np.empty((len(key1), 4), np.uint64)
-        _philox_into(int(key0) & _MASK64, np.ascontiguousarray(key1, np.uint64), counter, out)
+        philox_into(int(key0) & _MASK64, np.ascontiguousarray(key1, np.uint64), counter, out)
         return out
     return numpy_philox_block(key0, key1, counter)
 
