@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import native
-from .stack_op import Op, Window
+from .stack_op import Op, Window, planes
 
 
 class FusedCrop:
@@ -64,7 +64,13 @@ class FusedCrop:
         flipping = zip(self.pixel_ops[self.flip_from :], params[self.flip_from :], strict=True)
         for op, (chosen,) in flipping:
             flips[np.asarray(chosen, bool)] ^= op.flip_bit
-        view = data[:, None] if data.ndim == 3 else data.transpose(0, 3, 1, 2)
         native.crop(
-            view, rows, (top, left), flips, self.window.fill, self.window.padding, out, table
+            planes(data),
+            rows,
+            (top, left),
+            flips,
+            self.window.fill,
+            self.window.padding,
+            out,
+            table,
         )

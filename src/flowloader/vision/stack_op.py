@@ -47,3 +47,9 @@ class Op:
     def apply(self, stack: np.ndarray, params: tuple[np.ndarray, ...]) -> np.ndarray:
         """The step on the whole stack with the drawn ``params``; may change ``stack``."""
         raise NotImplementedError
+
+
+def planes(pixels: np.ndarray) -> np.ndarray:
+    """(N, H, W) or (N, H, W, C) 8-bit pixels, as an array dataset stores them, viewed as the
+    (N, C, H, W) stack the ops work on (no copy)."""
+    return pixels[:, None] if pixels.ndim == 3 else pixels.transpose(0, 3, 1, 2)

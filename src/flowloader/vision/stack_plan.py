@@ -54,6 +54,7 @@ import numpy as np
 from ..randomness import SampleRngs, sample_context
 from . import native
 from .stack_crop import FusedCrop
+from .stack_op import planes
 from .stack_ops import MODES, Normalizing, NotBatched, Op, array_op, pixel_op
 from .transforms.augment import ToDtype
 from .transforms.batch_rng import PhiloxDraws, SampleDraws
@@ -112,7 +113,7 @@ class StackPlan:
         image k's generator (None: each sample's as the per-sample path finds it, for
         ``indices[k]`` when given), the output array from ``allocate(shape, dtype)``."""
         params = self._draw(len(pixels), rngs, indices)
-        stack = pixels[:, None] if pixels.ndim == 3 else pixels.transpose(0, 3, 1, 2)
+        stack = planes(pixels)
         for op, drawn in zip(self.pixel_ops, params, strict=False):
             stack = op.apply(stack, drawn)
         out = allocate(stack.shape, self.dtype)
@@ -146,7 +147,7 @@ class StackPlan:
             return out
         if self.table_only:
             assert self.table is not None
-            view = data[:, None] if data.ndim == 3 else data.transpose(0, 3, 1, 2)
+            view = planes(data)
             out = allocate((len(rows), *view.shape[1:]), self.dtype)
             if native.lookup(view, self.table, out, rows):
                 return out
