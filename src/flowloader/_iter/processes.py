@@ -31,11 +31,9 @@ class ProcessTransport:
         self.group = WorkerGroup(plan, base_seed)
         self.ledger = SegmentLedger(self.group.worker_prefix)
         self._generation = 0  # one per epoch on these workers; tags tasks and results
-        # Between epochs, the thread that gives back what the loop lets go of (and its stop),
-        # and the lock that keeps it from sending while the main thread does (re-entrant: a
-        # garbage collection in that thread may run the iterator's finalizer, a shutdown).
+        # Between epochs, the thread that gives back what the loop lets go of, and its stop
+        # (joined before the main thread sends anything again).
         self._between: tuple[threading.Thread, threading.Event] | None = None
-        self._between_lock = threading.RLock()
 
     def send(self, assignments: list[Assignment]) -> None:
         group, ledger = self.group, self.ledger
@@ -162,28 +160,24 @@ class ProcessTransport:
         held) or the next epoch (or the shutdown) stops it."""
         last_pass = False
         while not stop.wait(BETWEEN_EPOCHS_POLL_S):
-            with self._between_lock:
-                if stop.is_set():
-                    return
-                holding = self._holds_batches()
-                try:
-                    if self.ledger.has_dropped():
-                        self._trim(prefetch_factor)
-                except (OSError, EOFError, ValueError):  # a worker or its pipe gone
-                    return
-                if last_pass and not holding:
-                    return
-                last_pass = not holding
+            holding = self._holds_batches()
+            try:
+                if self.ledger.has_dropped():
+                    self._trim(prefetch_factor)
+            except (OSError, EOFError, ValueError):  # a worker or its pipe gone
+                return
+            if last_pass and not holding:
+                return
+            last_pass = not holding
 
     def _stop_giving_back(self) -> None:
-        """Stop the between-epochs thread, once it has finished what it was sending."""
+        """Stop the between-epochs thread, once it has finished what it was sending (not
+        joined from itself: a garbage collection there may run the iterator's finalizer)."""
         between, self._between = self._between, None
         if between is None:
             return
         thread, stop = between
         stop.set()
-        with self._between_lock:
-            pass
         if thread is not threading.current_thread():
             thread.join()
 
