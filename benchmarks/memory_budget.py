@@ -61,13 +61,19 @@ def shared_memory_bytes() -> int:
     return 0
 
 
+def worker_memories(iterator: Any) -> list[resources.ProcessMemory]:
+    """The memory of each worker process the kernel reports on."""
+    found = []
+    for worker in iterator._workers:  # torch's name: the worker processes
+        memory = None if worker.pid is None else resources.process_memory(worker.pid)
+        if memory is not None:
+            found.append(memory)
+    return found
+
+
 def workers_unique(iterator: Any) -> int:
     """The worker processes' unique memory beside the shared memory only they map."""
-    total = 0
-    for worker in iterator._workers:  # torch's name: the worker processes
-        found = None if worker.pid is None else resources.process_memory(worker.pid)
-        total += 0 if found is None else found.uss - found.private_shmem
-    return total
+    return sum(m.uss - m.private_shmem for m in worker_memories(iterator))
 
 
 def pooled(loader: Any, iterator: Any, batch_bytes: int) -> float:
@@ -77,11 +83,7 @@ def pooled(loader: Any, iterator: Any, batch_bytes: int) -> float:
     blocks = getattr(loader, "_thread_blocks", None)
     if blocks is not None and (blocks.free or blocks.lent):
         return float(len(blocks.free) + blocks.lent)
-    total = 0
-    for worker in iterator._workers:
-        found = None if worker.pid is None else resources.process_memory(worker.pid)
-        total += 0 if found is None else found.private_shmem
-    return total / batch_bytes
+    return sum(m.private_shmem for m in worker_memories(iterator)) / batch_bytes
 
 
 def run(method: str, keep: float, budget_gib: float, batches: int) -> dict[str, Any]:

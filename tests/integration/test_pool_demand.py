@@ -70,6 +70,16 @@ KEPT = 2 * 2 + 1
 KEPT_BLOCKS = KEPT + 1
 
 
+def hold_an_epoch(iterator) -> int:
+    """Load an epoch keeping every batch, then let them go: the children's shared memory at
+    the epoch's end."""
+    held = list(iterator)
+    peak = children_shmem()
+    del held
+    gc.collect()
+    return peak
+
+
 def hold_one_epoch_then_two_one_at_a_time(loader: fl.DataLoader) -> None:
     held = list(loader)
     del held
@@ -109,10 +119,7 @@ def test_persistent_workers_give_back_the_segments_of_a_held_epoch() -> None:
     loader = fl.DataLoader(Big(), batch_size=4, num_workers=2, persistent_workers=True)
     iterator = iter(loader)
     try:
-        held = list(iterator)
-        peak = children_shmem()
-        del held
-        gc.collect()
+        peak = hold_an_epoch(iterator)
         hold_one_epoch_then_two_one_at_a_time(loader)  # (its first epoch holds little)
         prefix = loader._iterator._transport.group.prefix
         mapped = sum(mapped_bytes(prefix, in_flight=0)[::2])
@@ -134,10 +141,7 @@ def test_persistent_workers_take_back_a_held_epoch_s_segments_before_the_next_ep
     loader = fl.DataLoader(Big(), batch_size=4, num_workers=2, persistent_workers=True)
     iterator = iter(loader)
     try:
-        held = list(iterator)
-        peak = children_shmem()
-        del held
-        gc.collect()
+        peak = hold_an_epoch(iterator)
         kept = workers_shmem_once_settled(KEPT * capacity_for(1 << 20))
         prefix = iterator._transport.group.prefix
         mapped = sum(mapped_bytes(prefix, in_flight=0)[::2])
