@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .torch import imported_torch
+from .torch import require_torch
 
 _HEADER = 24
 _WORDS = 624
@@ -49,7 +49,7 @@ def encode(state: np.ndarray) -> Any:
 def decode(saved: Any) -> np.ndarray:
     """The state bytes :func:`encode` stood for (or a list of numbers, as saved long ago)."""
     if isinstance(saved, dict) and "seed" in saved:
-        generator = _torch().Generator().manual_seed(int(saved["seed"]))
+        generator = require_torch().Generator().manual_seed(int(saved["seed"]))
         _draw_words(generator, int(saved["words"]))
         return generator.get_state().numpy()
     if isinstance(saved, dict):
@@ -65,7 +65,7 @@ def _as_seed_and_words(state: np.ndarray) -> dict[str, int] | None:
     After ``n >= 1`` words, ``next`` is ``(n - 1) % 624 + 1``: only one count per twist can
     match, so at most ``_MAX_TWISTS`` counts are tried, each by drawing on from the last."""
     seed = int(state[:8].view("<u8")[0])
-    torch = _torch()
+    torch = require_torch()
     generator = torch.Generator().manual_seed(seed)
     if np.array_equal(generator.get_state().numpy(), state):
         return {"seed": seed, "words": 0}
@@ -84,7 +84,7 @@ def _as_seed_and_words(state: np.ndarray) -> dict[str, int] | None:
 
 def _draw_words(generator: Any, words: int) -> None:
     """Advance ``generator`` by ``words`` 32-bit words (an int64 draw takes two, int32 one)."""
-    torch = _torch()
+    torch = require_torch()
     if words // 2:
         torch.empty(words // 2, dtype=torch.int64).random_(generator=generator)
     if words % 2:
@@ -100,9 +100,3 @@ def _unpacked(packed: bytes) -> np.ndarray:
     data = np.frombuffer(packed, dtype=np.uint8)
     words = data[_HEADER : _HEADER + 4 * _WORDS].view("<u4").astype("<u8")
     return np.concatenate([data[:_HEADER], words.view(np.uint8), data[-_TAIL:]])
-
-
-def _torch() -> Any:
-    torch = imported_torch()
-    assert torch is not None, "a torch.Generator's state exists only where torch is imported"
-    return torch
